@@ -1,0 +1,45 @@
+"""probes: what does each attention head of a transformer do?
+
+Word-level attention from every head of a Hugging Face model, aligned to words
+and to linguistic annotation, scored per relation (Clark et al. 2019).
+Layers and heads are 0-based in code and 1-based (``layer-head``) in every output.
+"""
+
+from __future__ import annotations
+
+from probes.accumulate import Accumulator, accumulate
+from probes.attention import WordAttention
+from probes.data import Bridge, Document, Mention, Sentence
+from probes.errors import (
+    AlignmentError,
+    AnnotationError,
+    ConfigError,
+    FormatError,
+    InputError,
+    ModelOutputError,
+    ProbesError,
+    SkippedItemWarning,
+    StoreError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Accumulator",
+    "accumulate",
+    "WordAttention",
+    "Sentence",
+    "Document",
+    "Mention",
+    "Bridge",
+    "ProbesError",
+    "InputError",
+    "FormatError",
+    "AnnotationError",
+    "AlignmentError",
+    "ModelOutputError",
+    "ConfigError",
+    "StoreError",
+    "SkippedItemWarning",
+    "__version__",
+]

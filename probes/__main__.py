@@ -1,0 +1,5 @@
+"""``python -m probes`` runs the command line."""
+
+from probes.cli import run
+
+run()

@@ -1,0 +1,54 @@
+"""Word-level attention for one input: the type every analysis consumes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["WordAttention"]
+
+
+@dataclass(frozen=True)
+class WordAttention:
+    """Word-level attention maps of every requested head for one input.
+
+    Attributes:
+        weights: ``(n_layers, n_heads, n, n)`` attention over the ``n`` positions
+            (the input's words plus the special tokens kept, in input order);
+            rows attend *from*, columns *to*. Rows of word positions sum to 1
+            (Clark et al. 2019 §4.1: sum over a word's tokens for columns, mean
+            over its tokens for rows).
+        is_special: ``(n,)`` True at special-token positions ([CLS], [SEP], BOS ...).
+        layers: the 0-based model layers held, in order (axis 0 of ``weights``).
+        heads: the 0-based heads held, in order (axis 1 of ``weights``).
+        meta: per-input facts (``truncated``: number of words cut, ``window``...).
+    """
+
+    weights: npt.NDArray[np.floating[Any]]
+    is_special: npt.NDArray[np.bool_]
+    layers: tuple[int, ...]
+    heads: tuple[int, ...]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def word_index(self) -> npt.NDArray[np.intp]:
+        """``(n_words,)`` positions of the words (non-special positions) in ``weights``."""
+        return np.flatnonzero(~self.is_special)
+
+    @property
+    def n_words(self) -> int:
+        """Number of word positions."""
+        return int((~self.is_special).sum())
+
+    def words_only(self) -> npt.NDArray[np.floating[Any]]:
+        """``(n_layers, n_heads, n_words, n_words)``: the maps with special rows and columns dropped.
+
+        Rows are *not* renormalised (as in Clark et al.: argmax does not need it).
+        """
+        idx = self.word_index
+        if len(idx) == self.is_special.shape[0]:
+            return self.weights
+        return self.weights[:, :, idx[:, None], idx[None, :]]

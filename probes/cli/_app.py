@@ -1,0 +1,22 @@
+"""The typer application every command module registers on."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    name="probes",
+    help="What does each attention head do? Word-level attention, head leaderboards and probes "
+    "for Hugging Face models (Clark et al. 2019). Layers and heads are printed 1-based (layer-head).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+#: Set by the --debug option of the main callback: show tracebacks instead of one line.
+state = {"debug": False}
+
+
+@app.callback()
+def _main(debug: bool = typer.Option(False, "--debug", help="Show full tracebacks on errors.")) -> None:
+    state["debug"] = debug

@@ -1,0 +1,117 @@
+"""Writing result tables and run records: CSV, Markdown, JSON, and terminal text.
+
+Every analysis (syntax leaderboard, coreference, bridging, probes) writes its
+tables through these functions so that all outputs look alike.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import platform
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["write_csv", "write_json", "markdown_table", "text_table", "versions", "format_value"]
+
+
+def format_value(value: Any, *, percent: bool = False) -> str:
+    """A cell as text: floats with 4 decimals (or as a percentage with 1), NaN as ``-``."""
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "-"
+        return f"{100 * value:.1f}" if percent else f"{value:.4f}"
+    return str(value)
+
+
+def write_csv(rows: Sequence[Mapping[str, Any]], path: str | Path, columns: Sequence[str] | None = None) -> Path:
+    """Write ``rows`` as CSV with a header; floats keep full precision."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    columns = list(columns or (rows[0].keys() if rows else []))
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: ("" if _is_nan(row.get(k)) else row.get(k)) for k in columns})
+    return path
+
+
+def write_json(obj: Any, path: str | Path) -> Path:
+    """Write ``obj`` as indented JSON (NaN written as null)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(_clean(obj), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
+def markdown_table(
+    rows: Sequence[Mapping[str, Any]], columns: Sequence[str], *, headers: Sequence[str] | None = None,
+    percent: Sequence[str] = (),
+) -> str:
+    """A GitHub Markdown table of ``rows``; columns in ``percent`` are shown as percentages."""
+    headers = list(headers or columns)
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    for row in rows:
+        cells = [format_value(row.get(c), percent=c in percent) for c in columns]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def text_table(
+    rows: Sequence[Mapping[str, Any]], columns: Sequence[str], *, headers: Sequence[str] | None = None,
+    percent: Sequence[str] = (),
+) -> str:
+    """A fixed-width table for the terminal; numbers right-aligned."""
+    headers = list(headers or columns)
+    cells = [[format_value(row.get(c), percent=c in percent) for c in columns] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    numeric = [all(_looks_numeric(r[i]) for r in cells) and bool(cells) for i in range(len(headers))]
+
+    def fmt(values: Sequence[str]) -> str:
+        return "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric)).rstrip()
+
+    return "\n".join([fmt(headers), "  ".join("-" * w for w in widths)] + [fmt(r) for r in cells]) + "\n"
+
+
+def versions() -> dict[str, str]:
+    """Versions of Python and of the libraries that change numbers."""
+    import importlib.metadata as md
+
+    out = {"python": platform.python_version()}
+    for name in ("probes", "torch", "transformers", "tokenizers", "numpy", "scikit-learn", "conllu", "spacy"):
+        try:
+            out[name] = md.version(name)
+        except md.PackageNotFoundError:
+            continue
+    return out
+
+
+def _looks_numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return text == "-"
+    return True
+
+
+def _is_nan(value: Any) -> bool:
+    return isinstance(value, float) and math.isnan(value)
+
+
+def _clean(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return None if math.isnan(obj) or math.isinf(obj) else obj
+    if isinstance(obj, Mapping):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    if hasattr(obj, "item") and callable(obj.item):  # numpy scalars
+        return _clean(obj.item())
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj

