@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from probes.accumulate import Accumulator, accumulate
 from probes.attention import WordAttention
+from probes.corpora import ReadReport, read_documents, read_treebank, write_conllu
 from probes.data import Bridge, Document, Mention, Sentence
 from probes.errors import (
     AlignmentError,
@@ -28,6 +29,10 @@ __all__ = [
     "Accumulator",
     "accumulate",
     "WordAttention",
+    "read_treebank",
+    "read_documents",
+    "write_conllu",
+    "ReadReport",
     "Sentence",
     "Document",
     "Mention",

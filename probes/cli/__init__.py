@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import sys
 
-import click
-
 from probes.cli._app import app, state
 
 # Each module registers its commands on ``app``.
@@ -27,15 +25,11 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     state["debug"] = "--debug" in args
     try:
-        app(args=args, standalone_mode=False)
-    except click.exceptions.Exit as exc:  # --help, typer.Exit
-        return int(exc.exit_code or 0)
-    except click.ClickException as exc:  # usage errors: exit 2 with click's own message
-        exc.show()
-        return exc.exit_code
-    except click.exceptions.Abort:
-        print("error: aborted", file=sys.stderr)
-        return 130
+        # Standalone mode lets click report usage errors itself (one message, exit 2);
+        # everything else propagates to here.
+        app(args=args, standalone_mode=True, prog_name="probes")
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except ProbesError as exc:
         if state["debug"]:
             raise

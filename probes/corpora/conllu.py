@@ -1,0 +1,328 @@
+"""Streaming reader and writer for CoNLL-U (and the 10-column CoNLL-X) dependency treebanks.
+
+The file is split into blocks here (:mod:`probes.corpora.blocks`) so every error
+knows its line. Comment lines and the ID/HEAD fields go through the ``conllu``
+package's own parsers (``parse_comment_line``, ``parse_id_value``,
+``parse_int_value``); token lines are split on tabs here rather than by
+``conllu.parse_line``, which also splits on runs of two spaces and silently
+accepts too many or too few columns. Multiword-token ranges (``3-4``) and empty
+nodes (``8.1``) are checked and skipped; the syntactic words are kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from os import PathLike
+from pathlib import Path
+
+from conllu.exceptions import ParseException
+from conllu.parser import parse_comment_line, parse_id_value, parse_int_value
+
+from probes.corpora.blocks import Block, iter_blocks
+from probes.corpora.readreport import ReadReport, check_on_error
+from probes.corpora.validate import check_tree
+from probes.data import Sentence
+from probes.errors import FormatError, InputError
+
+__all__ = [
+    "ParsedBlock",
+    "read_conllu",
+    "iter_parsed",
+    "iter_results",
+    "parse_block",
+    "write_conllu",
+]
+
+N_COLUMNS = 10
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedBlock:
+    """A sentence with what the document reader needs beyond it.
+
+    Attributes:
+        sentence: the sentence.
+        word_lines: 1-based file line of each syntactic word.
+        comments: the block's ``# key = value`` metadata, in order.
+        empty_nodes: ``(words_before, line, misc)`` of each empty node (``8.1``), which is
+            not a word but may carry coreference brackets.
+    """
+
+    sentence: Sentence
+    word_lines: tuple[int, ...]
+    comments: tuple[tuple[str, str | None], ...]
+    empty_nodes: tuple[tuple[int, int, str], ...] = ()
+
+
+def _comments(block: Block) -> list[tuple[str, str | None]]:
+    pairs: list[tuple[str, str | None]] = []
+    for text in block.lines:
+        if text.startswith("#"):
+            pairs.extend(parse_comment_line(text))
+    return pairs
+
+
+def parse_block(
+    block: Block,
+    *,
+    fmt: str = "conllu",
+    sent_id: str,
+    doc_id: str | None = None,
+    silver: bool = False,
+    comments: list[tuple[str, str | None]] | None = None,
+) -> ParsedBlock:
+    """Turn one block into a validated :class:`ParsedBlock`.
+
+    Args:
+        block: the block.
+        fmt: ``"conllu"`` or ``"conllx"`` (no ranges, no empty nodes, no MISC).
+        sent_id: the id to use (the reader resolves ``# sent_id`` or a fallback).
+        doc_id, silver: document-level values in force.
+        comments: the block's parsed comments, if already parsed.
+
+    Raises:
+        FormatError, AnnotationError: with ``path:line:`` of the offending line.
+    """
+    path = block.path
+    if block.bad_line is not None:
+        raise FormatError(
+            f"sentence '{sent_id}': {block.bad_reason}", path=path, line=block.bad_line
+        )
+    if comments is None:
+        comments = _comments(block)
+    conllx = fmt == "conllx"
+    forms: list[str] = []
+    lemmas: list[str] = []
+    upos: list[str] = []
+    xpos: list[str] = []
+    feats: list[str] = []
+    heads: list[int] = []
+    rels: list[str] = []
+    misc: list[str] = []
+    lines: list[int] = []
+    empty: list[tuple[int, int, str]] = []
+    for offset, text in enumerate(block.lines):
+        if text.startswith("#"):
+            continue
+        lineno = block.line + offset
+        cols = text.split("\t")
+        if len(cols) != N_COLUMNS:
+            hint = " (the columns look space-separated)" if len(cols) == 1 and " " in text else ""
+            raise FormatError(
+                f"sentence '{sent_id}': expected {N_COLUMNS} tab-separated columns, "
+                f"found {len(cols)}{hint}",
+                path=path,
+                line=lineno,
+            )
+        tid = cols[0]
+        if not (tid.isascii() and tid.isdigit()):
+            if conllx:
+                raise FormatError(
+                    f"sentence '{sent_id}': expected an integer word id, found {tid!r}",
+                    path=path,
+                    line=lineno,
+                )
+            try:
+                parsed = parse_id_value(tid)
+            except ParseException as err:
+                raise FormatError(
+                    f"sentence '{sent_id}': expected a word id (7), range (7-8) or empty node "
+                    f"(7.1), found {tid!r}",
+                    path=path,
+                    line=lineno,
+                ) from err
+            if isinstance(parsed, tuple):
+                if parsed[1] == ".":  # empty node: keep its MISC for coreference
+                    empty.append((len(forms), lineno, cols[9]))
+                continue  # multiword-token range or empty node: not a syntactic word
+            raise FormatError(
+                f"sentence '{sent_id}': expected word id {len(forms) + 1}, found {tid!r}",
+                path=path,
+                line=lineno,
+            )
+        if int(tid) != len(forms) + 1:
+            raise FormatError(
+                f"sentence '{sent_id}': expected word id {len(forms) + 1}, found {tid!r}",
+                path=path,
+                line=lineno,
+            )
+        head_text = cols[6]
+        if head_text.isascii() and head_text.isdigit():
+            head = int(head_text)
+        else:
+            try:
+                value = parse_int_value(head_text)
+            except ParseException as err:
+                raise FormatError(
+                    f"sentence '{sent_id}': expected an integer head for word {tid}, "
+                    f"found {head_text!r}",
+                    path=path,
+                    line=lineno,
+                ) from err
+            if value is None:
+                raise FormatError(
+                    f"sentence '{sent_id}': expected an integer head for word {tid}, found '_'",
+                    path=path,
+                    line=lineno,
+                )
+            head = value
+        forms.append(cols[1])
+        lemmas.append(cols[2])
+        upos.append(cols[3])
+        xpos.append(cols[4])
+        feats.append(cols[5])
+        heads.append(head)
+        rels.append(cols[7])
+        misc.append(cols[9])
+        lines.append(lineno)
+    if not forms:
+        raise FormatError(
+            f"sentence '{sent_id}': expected word lines, found only comments or ranges",
+            path=path,
+            line=block.line,
+        )
+    check_tree(heads, sent_id=sent_id, path=path, lines=lines, first_line=lines[0])
+    meta = dict(comments)
+    if meta.get("annotation") == "silver":
+        silver = True
+    sentence = Sentence(
+        sent_id=sent_id,
+        words=tuple(forms),
+        heads=tuple(heads),
+        relations=tuple(rels),
+        upos=tuple(upos),
+        xpos=tuple(xpos),
+        lemmas=tuple(lemmas),
+        feats=tuple(feats),
+        misc=() if conllx else tuple(misc),
+        doc_id=doc_id,
+        path=path,
+        line=block.line,
+        silver=silver,
+        text=meta.get("text"),
+    )
+    return ParsedBlock(sentence, tuple(lines), tuple(comments), tuple(empty))
+
+
+def iter_results(
+    path: str | PathLike[str], *, fmt: str = "conllu"
+) -> Iterator[tuple[bool, ParsedBlock | InputError]]:
+    """Yield ``(starts_document, parsed block or its error)`` per block of ``path``.
+
+    ``# newdoc id = X`` starts document ``X`` (``# newdoc`` alone: ``<file>#doc<k>``).
+    ``# global.annotation = silver`` in the block that starts a document marks the
+    whole document silver (CoNLL-U's ``global.`` prefix for document-wide attributes);
+    ``# annotation = silver`` marks only its own sentence. Errors are yielded, not
+    raised, so callers decide whether to stop or skip (the sentence or its document).
+    """
+    name = Path(path).name
+    doc_id: str | None = None
+    doc_silver = False
+    n_docs = 0
+    for number, block in enumerate(iter_blocks(path), 1):
+        comments = _comments(block)
+        meta = dict(comments)
+        starts = "newdoc id" in meta or "newdoc" in meta
+        if starts:
+            n_docs += 1
+            doc_id = meta.get("newdoc id") or f"{name}#doc{n_docs}"
+            doc_silver = meta.get("global.annotation") == "silver"
+        sent_id = meta.get("sent_id") or f"{name}#{number}"
+        try:
+            yield starts, parse_block(
+                block, fmt=fmt, sent_id=sent_id, doc_id=doc_id, silver=doc_silver, comments=comments
+            )
+        except InputError as err:
+            yield starts, err
+
+
+def iter_parsed(
+    path: str | PathLike[str],
+    *,
+    fmt: str = "conllu",
+    on_error: str = "raise",
+    report: ReadReport | None = None,
+) -> Iterator[ParsedBlock]:
+    """Yield a :class:`ParsedBlock` per valid sentence of ``path`` (see :func:`iter_results`)."""
+    check_on_error(on_error)
+    report = report if report is not None else ReadReport()
+    for _, result in iter_results(path, fmt=fmt):
+        if isinstance(result, InputError):
+            if on_error == "raise":
+                raise result
+            report.skip(result)
+            continue
+        report.sentences += 1
+        report.words += len(result.sentence.words)
+        yield result
+
+
+def read_conllu(
+    path: str | PathLike[str],
+    *,
+    on_error: str = "raise",
+    report: ReadReport | None = None,
+) -> Iterator[Sentence]:
+    """Stream the sentences of a CoNLL-U file.
+
+    Args:
+        path: the ``.conllu`` file.
+        on_error: ``"raise"`` (default) stops at the first bad sentence;
+            ``"skip"`` skips it, warns (:class:`~probes.errors.SkippedItemWarning`)
+            and records it in ``report``.
+        report: a :class:`ReadReport` filled while reading.
+
+    Raises:
+        FormatError, AnnotationError: ``path:line: ...`` for malformed input.
+    """
+    for parsed in iter_parsed(path, fmt="conllu", on_error=on_error, report=report):
+        yield parsed.sentence
+
+
+def _cell(value: str | None) -> str:
+    return value if value else "_"
+
+
+def write_conllu(sentences: Iterable[Sentence]) -> str:
+    """Serialise sentences as CoNLL-U text that :func:`read_conllu` reads back equal.
+
+    Writes ``# newdoc id`` whenever ``doc_id`` changes, ``# sent_id``, ``# text`` when
+    known and ``# annotation = silver`` for silver sentences. DEPS is written as ``_``
+    (enhanced dependencies are not kept in :class:`Sentence`).
+    """
+    out: list[str] = []
+    current_doc: str | None = None
+    for sent in sentences:
+        if sent.doc_id is not None and sent.doc_id != current_doc:
+            out.append(f"# newdoc id = {sent.doc_id}")
+            current_doc = sent.doc_id
+        out.append(f"# sent_id = {sent.sent_id}")
+        if sent.text:
+            out.append(f"# text = {sent.text}")
+        if sent.silver:
+            out.append("# annotation = silver")
+        n = len(sent.words)
+
+        def col(values: tuple[str, ...], i: int) -> str:
+            return _cell(values[i]) if values else "_"
+
+        for i in range(n):
+            out.append(
+                "\t".join(
+                    (
+                        str(i + 1),
+                        sent.words[i],
+                        col(sent.lemmas, i),
+                        col(sent.upos, i),
+                        col(sent.xpos, i),
+                        col(sent.feats, i),
+                        str(sent.heads[i]),
+                        _cell(sent.relations[i]),
+                        "_",
+                        col(sent.misc, i),
+                    )
+                )
+            )
+        out.append("")
+    return "\n".join(out) + ("\n" if out else "")

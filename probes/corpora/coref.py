@@ -1,0 +1,460 @@
+"""GUM / CorefUD coreference in CoNLL-U MISC (``Entity=``, ``Bridge=``, ``SplitAnte=``) into Documents.
+
+Format (CorefUD 1.x, as written by GUM): ``Entity=`` holds a run of chunks with no
+separator: ``(id-etype-...`` opens a mention, ``id)`` closes the most recently
+opened mention of ``id``, ``(id-...)`` is a one-word mention. The hyphen-separated
+fields of an opening chunk are named by ``# global.Entity = ...`` (GUM:
+``GRP-etype-infstat-salience-centering-minspan-link-identity``; default
+``eid-etype-head-other``). A discontinuous mention writes its parts as
+``(id[1/2]`` ... ``id[1/2])`` ... ``(id[2/2]`` .... Mentions may cross sentence
+boundaries (they are stored with document-level word offsets). Brackets on empty
+nodes (``8.1``) are honoured; a mention made only of empty nodes has no word and
+is counted in ``ReadReport.dropped``.
+
+``Bridge=ante<ana`` (comma-separated, optional ``:relation`` suffix) sits on the
+first word of the anaphor mention. ``SplitAnte=`` is checked and counted but not
+kept (:class:`~probes.data.Document` has no field for it).
+
+The mention head is computed from the dependency tree: among the mention's words
+whose syntactic head lies outside the mention (or is ROOT), the one closest to the
+root of its sentence; ties go to the leftmost word.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from os import PathLike
+from pathlib import Path
+
+from probes.corpora.conllu import ParsedBlock, iter_results
+from probes.corpora.readreport import ReadReport, check_on_error
+from probes.corpora.validate import tree_depths
+from probes.data import Bridge, Document, Mention
+from probes.errors import AnnotationError, InputError
+
+__all__ = ["read_corefud", "build_document", "parse_entity_chunks", "tree_head"]
+
+DEFAULT_FIELDS = "eid-etype-head-other"
+_CHUNK = re.compile(r"\([^()]+\)?|[^()]+\)")
+_PART = re.compile(r"^(.+)\[(\d+)/(\d+)\]$")
+
+
+def parse_entity_chunks(value: str) -> list[str]:
+    """Split an ``Entity=`` value into chunks; None if it has text outside any chunk."""
+    chunks = _CHUNK.findall(value)
+    if "".join(chunks) != value:
+        raise ValueError(value)
+    return chunks
+
+
+def _misc_get(misc: str, key: str) -> str | None:
+    prefix = key + "="
+    for item in misc.split("|"):
+        if item.startswith(prefix):
+            return item[len(prefix) :]
+    return None
+
+
+def tree_head(words: Sequence[int], doc_heads: Sequence[int], depth: Sequence[int]) -> int:
+    """Head of a mention: the word whose head is outside it, closest to the root, leftmost on ties.
+
+    Args:
+        words: document-level offsets of the mention's words.
+        doc_heads: document-level offset of each word's head, -1 for ROOT.
+        depth: each word's distance to ROOT in its sentence (root word = 1).
+    """
+    inside = set(words)
+    best = words[0]
+    best_key: tuple[int, int] | None = None
+    for w in words:
+        if doc_heads[w] not in inside:
+            key = (depth[w], w)
+            if best_key is None or key < best_key:
+                best, best_key = w, key
+    return best
+
+
+@dataclass
+class _Mention:
+    """A mention being read: its parts so far (inclusive offset ranges)."""
+
+    entity: str
+    fields: dict[str, str]
+    line: int
+    n_parts: int = 1
+    parts: list[tuple[int, int]] = field(default_factory=list)
+
+
+@dataclass
+class _Part:
+    """An opened bracket waiting for its closing bracket: part ``k`` of ``mention``."""
+
+    mention: _Mention
+    k: int
+    start: int
+
+
+@dataclass
+class _DocState:
+    """Everything collected while walking one document's words in order."""
+
+    path: str
+    doc_id: str
+    fields: list[str]
+    raw: list[tuple[str, list[tuple[int, int]], dict[str, str], int]] = field(default_factory=list)
+    bridges: list[tuple[str, str, int, int]] = field(
+        default_factory=list
+    )  # ante, ana, offset, line
+    split_ante: list[tuple[str, str, int]] = field(default_factory=list)
+    dropped: int = 0
+
+
+def _error(state: _DocState, line: int, sent_id: str, msg: str) -> AnnotationError:
+    return AnnotationError(f"sentence '{sent_id}': {msg}", path=state.path, line=line)
+
+
+def _open_fields(state: _DocState, chunk: str) -> tuple[str, dict[str, str]]:
+    names = state.fields
+    values = chunk.split("-", len(names) - 1)
+    named = dict(zip(names, values))
+    eid = named.get("eid", named.get("GRP", values[0]))
+    return eid, named
+
+
+def _walk_entity(
+    state: _DocState,
+    value: str,
+    *,
+    here_start: int,
+    here_end: int,
+    line: int,
+    sent_id: str,
+    opened: dict[str, list[_Part]],
+    partial: dict[str, list[_Mention]],
+) -> None:
+    """Apply one node's ``Entity=`` chunks, left to right.
+
+    ``here_start``/``here_end`` are the document offsets a mention gets when it
+    opens/closes at this node (for an empty node: the next word / the previous word).
+    """
+    try:
+        chunks = parse_entity_chunks(value)
+    except ValueError:
+        raise _error(
+            state,
+            line,
+            sent_id,
+            f"expected Entity brackets such as '(1-person', '1)' or '(1-person)', found {value!r}",
+        ) from None
+    for chunk in chunks:
+        if chunk.startswith("("):
+            single = chunk.endswith(")")
+            eid, named = _open_fields(state, chunk[1:-1] if single else chunk[1:])
+            k, n = 1, 1
+            m = _PART.match(eid)
+            if m:
+                eid, k, n = m.group(1), int(m.group(2)), int(m.group(3))
+                if not 1 <= k <= n:
+                    raise _error(
+                        state,
+                        line,
+                        sent_id,
+                        f"expected a part [k/n] with 1 <= k <= n, found {chunk!r}",
+                    )
+            if k == 1:
+                mention = _Mention(eid, named, line, n_parts=n)
+                if n > 1:
+                    partial[eid].append(mention)
+            elif partial.get(eid):
+                mention = partial[eid][-1]
+            else:
+                raise _error(
+                    state,
+                    line,
+                    sent_id,
+                    f"expected part 1/{n} of a mention of entity {eid} before part "
+                    f"{k}/{n}, found none",
+                )
+            part = _Part(mention, k, here_start)
+            if single:
+                _close(state, part, here_end, partial)
+            else:
+                opened[eid].append(part)
+        else:
+            eid = chunk[:-1]
+            if not opened.get(eid) and "-" in eid:  # legacy closings carrying more fields
+                eid = _open_fields(state, eid)[0]
+            m = _PART.match(eid)
+            if m:
+                eid = m.group(1)
+            if not opened.get(eid):
+                raise _error(
+                    state,
+                    line,
+                    sent_id,
+                    f"expected an open mention of entity {eid} to close, found the "
+                    f"closing bracket {chunk!r} of a mention never opened",
+                )
+            _close(state, opened[eid].pop(), here_end, partial)
+
+
+def _close(state: _DocState, part: _Part, end: int, partial: dict[str, list[_Mention]]) -> None:
+    """Close one part; a mention is complete when its last part closes."""
+    mention = part.mention
+    if part.start <= end:  # empty when opened and closed around empty nodes only
+        mention.parts.append((part.start, end))
+    if part.k < mention.n_parts:
+        return
+    if mention.n_parts > 1 and partial.get(mention.entity):
+        partial[mention.entity].remove(mention)
+    if mention.parts:
+        state.raw.append((mention.entity, mention.parts, mention.fields, mention.line))
+    else:
+        state.dropped += 1
+
+
+def build_document(
+    doc_id: str,
+    blocks: Sequence[ParsedBlock],
+    *,
+    path: str,
+    report: ReadReport | None = None,
+) -> Document:
+    """Assemble one :class:`Document` from its parsed sentences.
+
+    Raises:
+        AnnotationError: ``path:line:`` for an unclosed or never-opened bracket, a
+            malformed chunk, or a bridging/split-antecedent link to an unknown entity.
+    """
+    header = next((v for b in blocks[:1] for k, v in b.comments if k == "global.Entity"), None)
+    fields = (header or DEFAULT_FIELDS).split("-")
+    state = _DocState(path, doc_id, fields)
+    opened: dict[str, list[_Part]] = defaultdict(list)
+    partial: dict[str, list[_Mention]] = defaultdict(list)
+    sentences = tuple(b.sentence for b in blocks)
+    starts: list[int] = []
+    doc_heads: list[int] = []
+    depth: list[int] = []
+    total = 0
+    for b in blocks:
+        starts.append(total)
+        sent = b.sentence
+        doc_heads.extend(total + h - 1 if h else -1 for h in sent.heads)
+        depth.extend(tree_depths(sent.heads))
+        total += len(sent.words)
+    for s_index, b in enumerate(blocks):
+        sent = b.sentence
+        base = starts[s_index]
+        empties = iter(b.empty_nodes)
+        nxt = next(empties, None)
+        n = len(sent.words)
+        for k in range(n + 1):
+            while nxt is not None and nxt[0] == k:  # empty nodes sitting before word k+1
+                value = _misc_get(nxt[2], "Entity")
+                if value:
+                    _walk_entity(
+                        state,
+                        value,
+                        here_start=base + k,
+                        here_end=base + k - 1,
+                        line=nxt[1],
+                        sent_id=sent.sent_id,
+                        opened=opened,
+                        partial=partial,
+                    )
+                nxt = next(empties, None)
+            if k == n:
+                break
+            misc = sent.misc[k]
+            if "=" not in misc:
+                continue
+            line = b.word_lines[k]
+            value = _misc_get(misc, "Entity")
+            if value:
+                _walk_entity(
+                    state,
+                    value,
+                    here_start=base + k,
+                    here_end=base + k,
+                    line=line,
+                    sent_id=sent.sent_id,
+                    opened=opened,
+                    partial=partial,
+                )
+            bridge = _misc_get(misc, "Bridge")
+            if bridge:
+                for link in bridge.split(","):
+                    ante, sep, ana = link.partition("<")
+                    if not sep or not ante or not ana:
+                        raise _error(
+                            state,
+                            line,
+                            sent.sent_id,
+                            f"expected Bridge=antecedent<anaphor, found {link!r}",
+                        )
+                    state.bridges.append((ante, ana.split(":", 1)[0], base + k, line))
+            split = _misc_get(misc, "SplitAnte")
+            if split:
+                for link in split.split(","):
+                    ante, sep, ana = link.partition("<")
+                    if not sep or not ante or not ana:
+                        raise _error(
+                            state,
+                            line,
+                            sent.sent_id,
+                            f"expected SplitAnte=antecedent<anaphor, found {link!r}",
+                        )
+                    state.split_ante.append((ante, ana, line))
+    for eid, stack in opened.items():
+        if stack:
+            raise AnnotationError(
+                f"document '{doc_id}': expected a closing bracket '{eid})' for the mention of "
+                f"entity {eid} opened here, found the end of the document",
+                path=path,
+                line=stack[0].mention.line,
+            )
+    for eid, stack in partial.items():
+        if stack:
+            raise AnnotationError(
+                f"document '{doc_id}': expected all {stack[0].n_parts} parts of the discontinuous "
+                f"mention of entity {eid} opened here, found fewer",
+                path=path,
+                line=stack[0].line,
+            )
+
+    def sentence_of(offset: int) -> int:
+        from bisect import bisect_right
+
+        return bisect_right(starts, offset) - 1
+
+    mentions: list[Mention] = []
+    for eid, parts, named, _line in state.raw:
+        words = tuple(sorted({w for a, z in parts for w in range(a, z + 1)}))
+        mentions.append(
+            Mention(
+                entity=eid,
+                words=words,
+                head=tree_head(words, doc_heads, depth),
+                sentence=sentence_of(words[0]),
+                etype=named.get("etype") or named.get("entity") or None,
+                infstat=named.get("infstat") or None,
+            )
+        )
+    mentions.sort(key=lambda m: (m.start, -m.end, m.entity))
+    by_entity: dict[str, list[Mention]] = defaultdict(list)
+    for m in mentions:
+        by_entity[m.entity].append(m)
+    bridges: list[Bridge] = []
+    for ante, ana, offset, line in state.bridges:
+        for eid in (ante, ana):
+            if eid not in by_entity:
+                raise AnnotationError(
+                    f"document '{doc_id}': expected bridging entity {eid} to have a mention in "
+                    f"the document, found none (Bridge={ante}<{ana})",
+                    path=path,
+                    line=line,
+                )
+        anaphors = [m for m in by_entity[ana] if m.start == offset]
+        if not anaphors:
+            raise AnnotationError(
+                f"document '{doc_id}': expected a mention of entity {ana} starting at the word "
+                f"with Bridge={ante}<{ana}, found none",
+                path=path,
+                line=line,
+            )
+        anaphor = anaphors[0]  # the longest one starting here (mentions are sorted)
+        before = [m for m in by_entity[ante] if m.start < anaphor.start]
+        if before:
+            last = max(m.start for m in before)
+            antecedent = next(m for m in before if m.start == last)
+        else:
+            antecedent = by_entity[ante][0]
+        bridges.append(Bridge(anaphor=anaphor, antecedent_entity=ante, antecedent=antecedent))
+    for ante, ana, line in state.split_ante:
+        for eid in (ante, ana):
+            if eid not in by_entity:
+                raise AnnotationError(
+                    f"document '{doc_id}': expected split-antecedent entity {eid} to have a "
+                    f"mention in the document, found none (SplitAnte={ante}<{ana})",
+                    path=path,
+                    line=line,
+                )
+    if report is not None:
+        if state.dropped:
+            report.dropped["mentions of empty nodes only (no word)"] += state.dropped
+        if state.split_ante:
+            report.dropped["SplitAnte links (read, not kept)"] += len(state.split_ante)
+    return Document(
+        doc_id=doc_id,
+        sentences=sentences,
+        mentions=tuple(mentions),
+        bridges=tuple(bridges),
+        path=path,
+        line=blocks[0].sentence.line,
+        sentence_starts=tuple(starts),
+    )
+
+
+def read_corefud(
+    path: str | PathLike[str],
+    *,
+    on_error: str = "raise",
+    report: ReadReport | None = None,
+) -> Iterator[Document]:
+    """Stream the documents of a GUM/CorefUD CoNLL-U file, split at ``# newdoc``.
+
+    Args:
+        path: the ``.conllu`` file; a file without ``# newdoc`` is one document named
+            after the file.
+        on_error: ``"raise"`` or ``"skip"``; a document with any bad sentence or bad
+            coreference annotation is skipped whole, warned about and recorded.
+        report: a :class:`ReadReport` to fill.
+    """
+    check_on_error(on_error)
+    report = report if report is not None else ReadReport()
+    name = str(path)
+    stem = Path(path).name.split(".")[0]
+    group: list[ParsedBlock] = []
+    failed: InputError | None = None
+    doc_id: str | None = None
+
+    def finish() -> Iterator[Document]:
+        nonlocal failed
+        if failed is not None:
+            err = failed
+            failed = None
+            if on_error == "raise":
+                raise err
+            report.skip(err)
+            return
+        if not group:
+            return
+        try:
+            doc = build_document(doc_id or stem, group, path=name, report=report)
+        except InputError as err:
+            if on_error == "raise":
+                raise
+            report.skip(err)
+            return
+        report.documents += 1
+        report.sentences += len(doc.sentences)
+        report.words += doc.n_words
+        yield doc
+
+    for starts, result in iter_results(path, fmt="conllu"):
+        this_doc = result.sentence.doc_id if isinstance(result, ParsedBlock) else doc_id
+        if starts or (isinstance(result, ParsedBlock) and this_doc != doc_id and group):
+            yield from finish()
+            group = []
+            if isinstance(result, ParsedBlock):
+                doc_id = result.sentence.doc_id
+        if isinstance(result, InputError):
+            if failed is None:
+                failed = result
+            continue
+        doc_id = result.sentence.doc_id
+        group.append(result)
+    yield from finish()

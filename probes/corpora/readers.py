@@ -1,0 +1,98 @@
+"""The front doors: :func:`read_treebank` and :func:`read_documents` pick the reader by format."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from os import PathLike
+from typing import Any
+
+from probes.corpora.formats import detect_format
+from probes.corpora.readreport import ReadReport, check_on_error
+from probes.data import Document, Sentence
+from probes.errors import ConfigError
+
+__all__ = ["read_treebank", "read_documents"]
+
+
+def read_treebank(
+    path: str | PathLike[str],
+    format: str | None = None,
+    *,
+    on_error: str = "raise",
+    report: ReadReport | None = None,
+    **options: Any,
+) -> Iterator[Sentence]:
+    """Stream the dependency-annotated sentences of a treebank file.
+
+    Args:
+        path: a ``.conllu``, ``.conllx``/``.conll``, ``.spacy`` or ``*_conll`` file.
+        format: ``"conllu"``, ``"conllx"``, ``"spacy"`` or ``"conll2012"``; guessed
+            from the file name when None.
+        on_error: ``"raise"`` or ``"skip"`` (skipped sentences are warned about and
+            counted in ``report``).
+        report: a :class:`ReadReport` to fill with counts and skipped errors.
+        **options: passed to the format's reader (e.g. ``pipeline=`` for conll2012).
+
+    Raises:
+        FormatError, AnnotationError: ``path:line: ...`` for malformed input.
+    """
+    check_on_error(on_error)
+    fmt = detect_format(path, format)
+    if fmt == "conllu":
+        from probes.corpora.conllu import read_conllu
+
+        _no_options(fmt, options)
+        return read_conllu(path, on_error=on_error, report=report)
+    if fmt == "conllx":
+        from probes.corpora.conllx import read_conllx
+
+        _no_options(fmt, options)
+        return read_conllx(path, on_error=on_error, report=report)
+    if fmt == "spacy":
+        from probes.corpora.spacy_docs import read_docbin
+
+        return read_docbin(path, on_error=on_error, report=report, **options)
+    from probes.corpora.conll2012 import read_conll2012
+
+    return (
+        s
+        for doc in read_conll2012(path, on_error=on_error, report=report, **options)
+        for s in doc.sentences
+    )
+
+
+def read_documents(
+    path: str | PathLike[str],
+    format: str | None = None,
+    *,
+    on_error: str = "raise",
+    report: ReadReport | None = None,
+    **options: Any,
+) -> Iterator[Document]:
+    """Stream the documents of a coreference corpus, with mentions and bridging links.
+
+    Args:
+        path: a GUM/CorefUD ``.conllu`` file (``Entity=``/``Bridge=`` in MISC,
+            ``# newdoc`` boundaries) or a CoNLL-2012 ``*_conll`` file.
+        format: ``"conllu"`` or ``"conll2012"``; guessed from the name when None.
+        on_error: ``"raise"`` or ``"skip"`` (a bad document is skipped whole).
+        report: a :class:`ReadReport` to fill.
+        **options: passed to the format's reader (``pipeline=`` for conll2012).
+    """
+    check_on_error(on_error)
+    fmt = detect_format(path, format)
+    if fmt == "conllu":
+        from probes.corpora.coref import read_corefud
+
+        _no_options(fmt, options)
+        return read_corefud(path, on_error=on_error, report=report)
+    if fmt == "conll2012":
+        from probes.corpora.conll2012 import read_conll2012
+
+        return read_conll2012(path, on_error=on_error, report=report, **options)
+    raise ConfigError(f"read_documents: expected a conllu or conll2012 file, found format {fmt!r}")
+
+
+def _no_options(fmt: str, options: dict[str, Any]) -> None:
+    if options:
+        raise ConfigError(f"the {fmt} reader takes no options, found {', '.join(sorted(options))}")
