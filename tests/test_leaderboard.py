@@ -1,0 +1,99 @@
+"""Leaderboard rows: held-out selection, tie-breaks, intervals, and the files written."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from probes.attention import WordAttention
+from probes.data import Sentence
+from probes.leaderboard import LEADERBOARD_COLUMNS, leaderboard, run_leaderboard, score_pairs
+from probes.stats import bootstrap_ci
+
+
+def _pairs(seed: int, n_sent: int = 60, n_layers: int = 2, n_heads: int = 3, good=(1, 2)):
+    """Random sentences whose head ``good`` (layer, head) attends from each word to its head."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for k in range(n_sent):
+        n = int(rng.integers(3, 9))
+        heads = [0] + [int(rng.integers(1, i + 1)) for i in range(1, n)]  # word i+1 attaches to an earlier word
+        rels = ["root"] + [str(rng.choice(["nsubj", "obj", "det"])) for _ in range(n - 1)]
+        w = rng.random((n_layers, n_heads, n, n)).astype(np.float32)
+        for i, h in enumerate(heads):
+            if h and rng.random() < 0.8:
+                w[good[0], good[1], i, h - 1] = 5.0
+        out.append((Sentence(f"s{k}", tuple("w" * n), tuple(heads), tuple(rels)),
+                    WordAttention(w, np.zeros(n, bool), tuple(range(n_layers)), tuple(range(n_heads)))))
+    return out
+
+
+def test_selection_on_one_split_report_on_another():
+    select = score_pairs(_pairs(1, good=(1, 2)))
+    report = score_pairs(_pairs(2, good=(0, 0)))  # on the report split another head is best
+    rows = leaderboard(report.heads, report.baselines, select=select.heads, select_baselines=select.baselines,
+                       min_count=1, report_name="B", select_name="A")
+    obj = next(r for r in rows if r.relation == "obj")
+    assert (obj.layer, obj.head, obj.direction, obj.selected_on) == (1, 2, "dep_to_head", "A")
+    r = report.heads.index("obj")
+    assert obj.accuracy == pytest.approx(report.heads.correct[0, 1, 2, r] / report.heads.total[r])
+    assert obj.as_dict()["head_name"] == "2-3" and obj.as_dict()["layer"] == 2
+    same = leaderboard(report.heads, report.baselines, min_count=1)
+    same_obj = next(r for r in same if r.relation == "obj")
+    assert (same_obj.layer, same_obj.head, same_obj.selected_on) == (0, 0, "report data")
+
+
+def test_interval_equals_stats_bootstrap_and_margin_is_paired():
+    res = score_pairs(_pairs(3))
+    rows = leaderboard(res.heads, res.baselines, min_count=1)
+    row = next(r for r in rows if r.relation == "ALL")
+    rel = res.heads.index("ALL")
+    c, t = res.heads.units.columns([rel], [(res.heads.directions.index(row.direction), row.layer, row.head)])
+    low, high = bootstrap_ci(c, t)
+    assert (row.ci_low, row.ci_high) == pytest.approx((low[0], high[0]))
+    assert row.ci_low <= row.accuracy <= row.ci_high
+    base = row.position_accuracy if row.best_baseline == "position" else row.baseline_accuracy
+    assert row.margin == pytest.approx(row.accuracy - base)
+    assert row.beats_baseline == (row.margin_ci_low > 0)
+    assert row.beats_baseline  # 80% planted vs a weak baseline
+
+
+def test_deterministic_tie_break_prefers_lowest_layer_head_direction():
+    sent = Sentence("t", ("a", "b"), (2, 0), ("det", "root"))
+    att = WordAttention(np.full((2, 2, 2, 2), 0.5, np.float32), np.zeros(2, bool), (0, 1), (0, 1))
+    res = score_pairs([(sent, att)])
+    assert res.heads.best("det")[:3] == (0, 0, 0)
+
+
+def test_run_writes_every_output(tmp_path):
+    rows, paths, record = run_leaderboard(_pairs(4), tmp_path / "out", select_pairs=_pairs(5),
+                                          report_name="rep", select_name="sel", min_count=1)
+    for name in ("leaderboard.md", "leaderboard.csv", "leaderboard.json", "scores.csv", "run.json"):
+        assert (tmp_path / "out" / name).is_file(), name
+    assert (tmp_path / "out" / "figures" / "overview.png").is_file()
+    assert (tmp_path / "out" / "figures" / "obj.png").is_file()
+    with open(tmp_path / "out" / "leaderboard.csv", newline="") as fh:
+        table = list(csv.DictReader(fh))
+    assert tuple(table[0]) == LEADERBOARD_COLUMNS
+    assert {int(r["layer"]) for r in table} <= {1, 2} and {int(r["head"]) for r in table} <= {1, 2, 3}
+    assert all(r["direction"] in ("dep_to_head", "head_to_dep") for r in table)
+    assert all(0.0 <= float(r["accuracy"]) <= 1.0 for r in table)
+    with open(tmp_path / "out" / "scores.csv", newline="") as fh:
+        scores = list(csv.DictReader(fh))
+    n_rel = len({r["relation"] for r in scores})
+    assert len(scores) == n_rel * 2 * 2 * 3
+    run = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert run["selected_on"] == "sel" and run["reported_on"] == "rep" and run["held_out_selection"]
+    assert {"extraction_s", "scoring_s", "writing_s", "overhead_fraction"} <= set(run["timings"])
+    assert "1-based" in run["indexing"] or "from 1" in run["indexing"]
+    md = (tmp_path / "out" / "leaderboard.md").read_text()
+    assert "selected on sel and are reported on rep" in md
+
+
+def test_same_data_selection_is_said(tmp_path):
+    run_leaderboard(_pairs(6), tmp_path, report_name="only", min_count=1, figures=False)
+    md = (tmp_path / "leaderboard.md").read_text()
+    assert "same data (only)" in md and "optimistic" in md
