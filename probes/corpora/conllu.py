@@ -35,6 +35,8 @@ __all__ = [
 ]
 
 N_COLUMNS = 10
+COLUMNS = tuple("ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC".split())
+CONLLX_COLUMNS = tuple("ID FORM LEMMA CPOSTAG POSTAG FEATS HEAD DEPREL PHEAD PDEPREL".split())
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +114,15 @@ def parse_block(
             raise FormatError(
                 f"sentence '{sent_id}': expected {N_COLUMNS} tab-separated columns, "
                 f"found {len(cols)}{hint}",
+                path=path,
+                line=lineno,
+            )
+        if "" in cols:  # CoNLL-U writes '_' for "no value"; an empty field is malformed
+            col = cols.index("")
+            name = (CONLLX_COLUMNS if conllx else COLUMNS)[col]
+            raise FormatError(
+                f"sentence '{sent_id}': expected a value in column {col + 1} ({name}; '_' if "
+                "none), found an empty field",
                 path=path,
                 line=lineno,
             )
