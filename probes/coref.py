@@ -1,0 +1,468 @@
+"""Antecedent-selection accuracy of every head, and the paper's baselines (Clark et al. 2019 §4.3).
+
+For each *evaluated* mention (one whose entity has an earlier mention in the same
+window), the head word of the mention attends most to some other word; the head
+is right if that word is the head word of any earlier mention of the same entity.
+Baselines pick an earlier mention: the nearest one, the nearest one with the same
+head word, and a four-sieve rule-based system (exact string, head word, agreement,
+nearest). Everything is counted per mention type and per sentence distance to the
+nearest antecedent, per document (the bootstrap unit).
+
+Definitions (every one is an option or is written in the run record):
+
+* **Mention order.** Mention ``a`` is *earlier* than ``b`` when it starts before
+  ``b``, or starts with ``b`` and is longer (its bracket opens first). An earlier
+  mention whose head word is ``b``'s own head word is never an antecedent of ``b``
+  (it is ``b`` itself, nested), and neither is a baseline candidate.
+* **Evaluated.** A mention with at least one antecedent (an earlier mention of its
+  entity) inside its window, scored once, in the earliest window holding it
+  (:mod:`probes.windows`). First mentions, cataphors and split-antecedent plurals
+  with no earlier mention of their *own* entity (GUM ``SplitAnte=``) are counted as
+  ``no_antecedent``; mentions whose antecedents all lie outside the window are
+  ``not_scorable`` (or, with ``antecedents="document"``, evaluated and wrong for
+  heads and baselines alike); mentions crossing a window cut are ``cut``.
+* **Prediction.** For head ``(l, h)`` and anaphor head word ``i``: the argmax over
+  the candidate words ``j`` of ``A[l, h, i, j]`` (``anaphor_to_antecedent``) or of
+  ``A[l, h, j, i]`` (``antecedent_to_anaphor``), special tokens dropped, ``j != i``,
+  ties to the left-most word. Candidates: ``all`` words of the window (Clark's rule),
+  ``earlier`` words (``j < i``), or the head words of earlier ``mentions``.
+* **Mention type** from the UPOS of the head word: PRON, or DET heading a mention
+  (a pronominal determiner: *this*, *that*, *all*) -> pronoun; PROPN -> proper;
+  anything else -> nominal.
+* **Distance**: sentences between the anaphor and its nearest antecedent in the
+  window, banded 0, 1, 2, 3-5, 6+.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from probes.attention import WordAttention
+from probes.data import Document, Mention
+from probes.errors import AlignmentError, ConfigError
+from probes.stats import bootstrap_ci
+from probes.windows import Window
+
+__all__ = [
+    "MENTION_TYPES",
+    "DISTANCE_BANDS",
+    "CANDIDATE_SETS",
+    "COREF_DIRECTIONS",
+    "ANTECEDENT_SCOPES",
+    "SINGLETONS",
+    "BASELINES",
+    "AntecedentAccuracy",
+    "CorefResult",
+    "mention_type",
+    "distance_band",
+    "mention_order",
+    "agreement",
+    "word_rows",
+]
+
+MENTION_TYPES: tuple[str, ...] = ("pronoun", "proper", "nominal")
+DISTANCE_BANDS: tuple[str, ...] = ("0", "1", "2", "3-5", "6+")
+CANDIDATE_SETS: tuple[str, ...] = ("all", "earlier", "mentions")
+COREF_DIRECTIONS: tuple[str, ...] = ("anaphor_to_antecedent", "antecedent_to_anaphor")
+ANTECEDENT_SCOPES: tuple[str, ...] = ("window", "document")
+BASELINES: tuple[str, ...] = ("nearest", "head_match", "rule_sieve")
+SINGLETONS: tuple[str, ...] = ("keep", "drop")
+COUNTS: tuple[str, ...] = ("evaluated", "no_antecedent", "not_scorable", "cut", "singleton_dropped")
+
+_BAND_EDGES = np.array([1, 2, 3, 6])  # distance d -> band index = searchsorted(edges, d, "right")
+
+# Pronoun lexicon for agreement when UD FEATS are silent: form -> (number, gender, person).
+_PRONOUNS: dict[str, tuple[str | None, str | None, str | None]] = {
+    **{w: ("Sing", None, "1") for w in ("i", "me", "my", "mine", "myself")},
+    **{w: ("Plur", None, "1") for w in ("we", "us", "our", "ours", "ourselves")},
+    **{w: (None, None, "2") for w in ("you", "your", "yours", "yourself", "yourselves")},
+    **{w: ("Sing", "Masc", "3") for w in ("he", "him", "his", "himself")},
+    **{w: ("Sing", "Fem", "3") for w in ("she", "her", "hers", "herself")},
+    **{w: ("Sing", "Neut", "3") for w in ("it", "its", "itself")},
+    **{w: ("Plur", None, "3") for w in ("they", "them", "their", "theirs", "themselves")},
+}
+
+
+def distance_band(distance: npt.ArrayLike) -> npt.NDArray[np.intp]:
+    """Band index (0..4 for ``0, 1, 2, 3-5, 6+``) of sentence distances (absolute values taken)."""
+    return np.searchsorted(_BAND_EDGES, np.abs(np.asarray(distance)), side="right")
+
+
+def mention_type(upos: str) -> str:
+    """``pronoun``, ``proper`` or ``nominal`` from the UPOS of a mention's head word."""
+    if upos in ("PRON", "DET"):
+        return "pronoun"
+    if upos == "PROPN":
+        return "proper"
+    return "nominal"
+
+
+def mention_order(mentions: Sequence[Mention]) -> list[Mention]:
+    """Mentions in document order: by start, then longer first (outer brackets open first)."""
+    return sorted(mentions, key=lambda m: (m.start, -m.end, m.head))
+
+
+def word_rows(weights: npt.NDArray[Any], positions: npt.NDArray[np.intp], rows: npt.NDArray[np.intp]
+              ) -> npt.NDArray[Any]:
+    """``(L, H, len(rows), n)``: the given word rows of ``weights`` (L, H, n_pos, n_pos), word columns only.
+
+    ``positions`` (n,) are the word positions among all positions; ``rows`` index words. Gathers
+    only the rows needed instead of the whole words-only map (which copies L x H x n x n).
+    """
+    picked = weights[:, :, positions[rows], :]  # (L, H, R, n_pos)
+    if len(positions) == weights.shape[-1]:
+        return picked
+    return picked[..., positions]
+
+
+def _feats(text: str) -> dict[str, str]:
+    if not text or text == "_":
+        return {}
+    return dict(kv.split("=", 1) for kv in text.split("|") if "=" in kv)
+
+
+def agreement(form: str, upos: str, feats: str) -> tuple[str | None, str | None, str | None]:
+    """``(number, gender, person)`` of a head word from UD FEATS, else a pronoun lexicon; None = unknown.
+
+    Non-pronouns are third person. The features are compared by the rule-based sieve,
+    an unknown value agreeing with anything.
+    """
+    f = _feats(feats)
+    lex = _PRONOUNS.get(form.lower(), (None, None, None)) if upos in ("PRON", "DET") else (None, None, "3")
+    number = f.get("Number") or lex[0]
+    gender = f.get("Gender") or lex[1]
+    person = f.get("Person") or lex[2]
+    if upos not in ("PRON", "DET") and "Person" not in f:
+        person = "3"
+    return number, gender, person
+
+
+def _agree(a: tuple[str | None, ...], b: tuple[str | None, ...]) -> bool:
+    return all(x is None or y is None or x == y for x, y in zip(a, b))
+
+
+@dataclass(frozen=True)
+class _DocInfo:
+    """Per-document facts the scorer needs, computed once per document."""
+
+    order: list[Mention]  # mentions in document order
+    types: npt.NDArray[np.intp]  # (n_mentions,) index into MENTION_TYPES
+    lower_head: list[str]  # lowercased head word of each mention
+    text: list[str]  # lowercased words of each mention, space-joined
+    agree: list[tuple[str | None, str | None, str | None]]
+    antecedents: list[list[int]]  # per mention: indices (in `order`) of its antecedents in the document
+
+
+def _doc_info(doc: Document, drop_singletons: bool = False) -> _DocInfo:
+    words = doc.words
+    upos = [u for s in doc.sentences for u in (s.upos or ("_",) * len(s.words))]
+    feats = [f for s in doc.sentences for f in (s.feats or ("_",) * len(s.words))]
+    mentions = doc.mentions
+    if drop_singletons:
+        sizes: dict[str, int] = {}
+        for m in mentions:
+            sizes[m.entity] = sizes.get(m.entity, 0) + 1
+        mentions = tuple(m for m in mentions if sizes[m.entity] > 1)
+    order = mention_order(mentions)
+    by_entity: dict[str, list[int]] = {}
+    antecedents: list[list[int]] = []
+    for k, m in enumerate(order):
+        earlier = by_entity.setdefault(m.entity, [])
+        antecedents.append([a for a in earlier if order[a].head != m.head])
+        earlier.append(k)
+    return _DocInfo(
+        order=order,
+        types=np.array([MENTION_TYPES.index(mention_type(upos[m.head])) for m in order], dtype=np.intp),
+        lower_head=[words[m.head].lower() for m in order],
+        text=[" ".join(words[w] for w in m.words).lower() for m in order],
+        agree=[agreement(words[m.head], upos[m.head], feats[m.head]) for m in order],
+        antecedents=antecedents,
+    )
+
+
+@dataclass(frozen=True)
+class CorefResult:
+    """Counts behind antecedent-selection accuracy, per document, type and distance band.
+
+    Attributes:
+        layers, heads: 0-based model layers and heads (axes of ``correct``).
+        units: document ids (the bootstrap units), axis 0 of the arrays.
+        correct: ``(n_units, n_types, n_bands, n_layers, n_heads)`` correct predictions per head.
+        total: ``(n_units, n_types, n_bands)`` evaluated mentions.
+        baseline_correct: ``(n_units, n_baselines, n_types, n_bands)`` correct baseline choices.
+        counts: ``{type: {evaluated, no_antecedent, not_scorable, cut}}`` mention counts.
+        options: the options the scores were computed with.
+    """
+
+    layers: tuple[int, ...]
+    heads: tuple[int, ...]
+    units: tuple[str, ...]
+    correct: npt.NDArray[np.int64]
+    total: npt.NDArray[np.int64]
+    baseline_correct: npt.NDArray[np.int64]
+    counts: dict[str, dict[str, int]]
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def _pick(self, mention_type: str | None, band: str | None) -> tuple[Any, Any]:
+        t = slice(None) if mention_type is None else [MENTION_TYPES.index(mention_type)]
+        b = slice(None) if band is None else [DISTANCE_BANDS.index(band)]
+        return t, b
+
+    def head_counts(self, mention_type: str | None = None, band: str | None = None
+                    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """``(correct (n_units, L, H), total (n_units,))`` for one type / band (None: all)."""
+        t, b = self._pick(mention_type, band)
+        c = self.correct[:, t][:, :, b].sum(axis=(1, 2))
+        n = self.total[:, t][:, :, b].sum(axis=(1, 2))
+        return c, n
+
+    def baseline_counts(self, name: str, mention_type: str | None = None, band: str | None = None
+                        ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """``(correct (n_units,), total (n_units,))`` of one baseline for one type / band."""
+        t, b = self._pick(mention_type, band)
+        c = self.baseline_correct[:, BASELINES.index(name)][:, t][:, :, b].sum(axis=(1, 2))
+        n = self.total[:, t][:, :, b].sum(axis=(1, 2))
+        return c, n
+
+    def accuracy(self, mention_type: str | None = None, band: str | None = None) -> npt.NDArray[np.float64]:
+        """``(n_layers, n_heads)`` accuracy of every head (NaN when nothing was evaluated)."""
+        c, n = self.head_counts(mention_type, band)
+        total = n.sum()
+        return c.sum(axis=0) / total if total else np.full(c.shape[1:], np.nan)
+
+    def baseline_accuracy(self, name: str, mention_type: str | None = None, band: str | None = None) -> float:
+        """Accuracy of baseline ``name`` (NaN when nothing was evaluated)."""
+        c, n = self.baseline_counts(name, mention_type, band)
+        return float(c.sum() / n.sum()) if n.sum() else float("nan")
+
+    def head_interval(self, layer: int, head: int, mention_type: str | None = None, band: str | None = None,
+                      **kwargs: Any) -> tuple[float, float]:
+        """Bootstrap interval (resampling documents) of one head's accuracy; ``layer``/``head`` 0-based positions."""
+        c, n = self.head_counts(mention_type, band)
+        lo, hi = bootstrap_ci(c[:, layer, head], n, **kwargs)
+        return float(lo), float(hi)
+
+    def baseline_interval(self, name: str, mention_type: str | None = None, band: str | None = None,
+                          **kwargs: Any) -> tuple[float, float]:
+        """Bootstrap interval (resampling documents) of a baseline's accuracy."""
+        c, n = self.baseline_counts(name, mention_type, band)
+        lo, hi = bootstrap_ci(c, n, **kwargs)
+        return float(lo), float(hi)
+
+
+class AntecedentAccuracy:
+    """Streaming antecedent-selection accuracy of every head, with the three baselines.
+
+    Feed it ``(Window, WordAttention)`` pairs (the windows of :func:`probes.windows.document_windows`,
+    all windows of a document, in order). State: integer counts per document, type and band.
+
+    Args:
+        candidates: ``all`` (default, Clark et al.), ``earlier`` or ``mentions`` (see module doc).
+        direction: ``anaphor_to_antecedent`` (the anaphor's row, default) or ``antecedent_to_anaphor``.
+        antecedents: ``window`` (default: mentions whose antecedents are all outside the window
+            are not scorable) or ``document`` (they count as evaluated and wrong).
+        singletons: ``keep`` (default) or ``drop``: forget mentions whose entity is mentioned once in
+            the document, as OntoNotes (Clark et al.'s data) never annotates them. Only the baselines
+            and ``candidates="mentions"`` change: singletons are never antecedents.
+    """
+
+    def __init__(self, *, candidates: str = "all", direction: str = "anaphor_to_antecedent",
+                 antecedents: str = "window", singletons: str = "keep") -> None:
+        for name, value, allowed in (("candidates", candidates, CANDIDATE_SETS),
+                                     ("direction", direction, COREF_DIRECTIONS),
+                                     ("antecedents", antecedents, ANTECEDENT_SCOPES),
+                                     ("singletons", singletons, SINGLETONS)):
+            if value not in allowed:
+                raise ConfigError(f"{name}: expected one of {', '.join(allowed)}, found {value!r}")
+        self.candidates = candidates
+        self.direction = direction
+        self.antecedents = antecedents
+        self.singletons = singletons
+        self.reset()
+
+    @property
+    def options(self) -> dict[str, str]:
+        """The scoring options, as written in the run record."""
+        return {"candidates": self.candidates, "direction": self.direction, "antecedents": self.antecedents,
+                "singletons": self.singletons}
+
+    def reset(self) -> None:
+        """Forget everything seen."""
+        self._layers: tuple[int, ...] | None = None
+        self._heads: tuple[int, ...] | None = None
+        self._correct: dict[str, npt.NDArray[np.int64]] = {}
+        self._total: dict[str, npt.NDArray[np.int64]] = {}
+        self._base: dict[str, npt.NDArray[np.int64]] = {}
+        self._counts = np.zeros((len(MENTION_TYPES), len(COUNTS)), dtype=np.int64)
+        self._cache: tuple[Document, _DocInfo] | None = None
+
+    def _info(self, doc: Document) -> _DocInfo:
+        if self._cache is None or self._cache[0] is not doc:
+            self._cache = (doc, _doc_info(doc, self.singletons == "drop"))
+            if self.singletons == "drop":  # counted once per document, by the type of the dropped mention
+                kept = {(m.start, m.end, m.head, m.entity) for m in self._cache[1].order}
+                upos = [u for s in doc.sentences for u in (s.upos or ("_",) * len(s.words))]
+                for m in doc.mentions:
+                    if (m.start, m.end, m.head, m.entity) not in kept:
+                        self._counts[MENTION_TYPES.index(mention_type(upos[m.head])), 4] += 1
+        return self._cache[1]
+
+    def _unit(self, doc_id: str, shape: tuple[int, int]) -> None:
+        if doc_id not in self._total:
+            nt, nb = len(MENTION_TYPES), len(DISTANCE_BANDS)
+            self._correct[doc_id] = np.zeros((nt, nb, *shape), dtype=np.int64)
+            self._total[doc_id] = np.zeros((nt, nb), dtype=np.int64)
+            self._base[doc_id] = np.zeros((len(BASELINES), nt, nb), dtype=np.int64)
+
+    def update(self, item: Window, word_attention: WordAttention) -> None:
+        """Score the mentions ``item`` owns (see :mod:`probes.windows`) with every head."""
+        window = item
+        if word_attention.n_words != window.n_words:
+            raise AlignmentError(
+                f"document {window.doc_id!r} window {window.index}: expected attention over "
+                f"{window.n_words} words, found {word_attention.n_words}")
+        shape = word_attention.weights.shape[:2]
+        if self._layers is None:
+            self._layers, self._heads = tuple(word_attention.layers), tuple(word_attention.heads)
+        elif (self._layers, self._heads) != (tuple(word_attention.layers), tuple(word_attention.heads)):
+            raise ConfigError("every window must hold the same layers and heads")
+        doc = window.document
+        self._unit(doc.doc_id, shape)
+        info = self._info(doc)
+
+        evaluated: list[int] = []  # mention indices (in info.order)
+        in_window: list[bool] = []  # has an antecedent inside the window
+        bands: list[int] = []
+        for k, m in enumerate(info.order):
+            if not (window.prev_end < m.end <= window.end):
+                continue  # this window is not the one responsible for the mention
+            t = int(info.types[k])
+            if m.start < window.start:
+                self._counts[t, 3] += 1  # cut: no window holds it
+                continue
+            antes = info.antecedents[k]
+            if not antes:
+                self._counts[t, 1] += 1
+                continue
+            held = [a for a in antes if window.holds(info.order[a].start, info.order[a].end)]
+            if not held and self.antecedents == "window":
+                self._counts[t, 2] += 1
+                continue
+            near = max(held or antes, key=lambda a: info.order[a].start)
+            evaluated.append(k)
+            in_window.append(bool(held))
+            bands.append(int(distance_band(m.sentence - info.order[near].sentence)))
+            self._counts[t, 0] += 1
+            if not held:
+                self._counts[t, 2] += 1  # evaluated as wrong, still reported as outside the window
+        if not evaluated:
+            return
+        types = info.types[evaluated]
+        band_idx = np.asarray(bands, dtype=np.intp)
+        np.add.at(self._total[doc.doc_id], (types, band_idx), 1)
+        correct = self._score_heads(window, word_attention, info, evaluated)  # (L, H, E)
+        correct &= np.asarray(in_window)[None, None, :]
+        flat = correct.reshape(-1, len(evaluated)).T.astype(np.int64)  # (E, L*H)
+        acc = self._correct[doc.doc_id].reshape(len(MENTION_TYPES), len(DISTANCE_BANDS), -1)
+        np.add.at(acc, (types, band_idx), flat)
+        held = self._held(window, info)
+        for b, name in enumerate(BASELINES):
+            ok = np.array([in_window[e] and self._baseline(name, info, k, held)
+                           for e, k in enumerate(evaluated)], dtype=np.int64)
+            np.add.at(self._base[doc.doc_id][b], (types, band_idx), ok)
+
+    def _score_heads(self, window: Window, wa: WordAttention, info: _DocInfo,
+                     evaluated: list[int]) -> npt.NDArray[np.bool_]:
+        """``(L, H, E)``: does each head's most attended candidate word head an antecedent?"""
+        pos = wa.word_index  # (n,) positions of the window's words among all positions
+        n = len(pos)
+        rows = np.array([info.order[k].head - window.start for k in evaluated], dtype=np.intp)  # (E,)
+        if self.direction == "anaphor_to_antecedent":
+            scores = word_rows(wa.weights, pos, rows)  # (L, H, E, n)
+        else:  # who attends to the anaphor: the anaphor's column, over the words' rows
+            scores = np.swapaxes(wa.weights[:, :, pos[:, None], pos[rows][None, :]], 2, 3)  # (L, H, E, n)
+        cols = np.arange(n)
+        allowed = cols[None, :] != rows[:, None]  # (E, n)
+        if self.candidates == "earlier":
+            allowed &= cols[None, :] < rows[:, None]
+        elif self.candidates == "mentions":
+            mask = np.zeros((len(evaluated), n), dtype=bool)
+            held = self._held(window, info)
+            for e, k in enumerate(evaluated):
+                mask[e, [info.order[c].head - window.start for c in held if c < k]] = True
+            allowed &= mask
+        gold = np.zeros((len(evaluated), n), dtype=bool)  # (E, n) heads of antecedents in the window
+        for e, k in enumerate(evaluated):
+            for a in info.antecedents[k]:
+                m = info.order[a]
+                if window.holds(m.start, m.end):
+                    gold[e, m.head - window.start] = True
+        masked = np.where(allowed[None, None], scores, -np.inf)  # (L, H, E, n)
+        pred = masked.argmax(axis=-1)  # (L, H, E), ties -> left-most
+        hit = np.take_along_axis(np.broadcast_to(gold, masked.shape), pred[..., None], axis=-1)[..., 0]
+        return hit & allowed.any(axis=1)[None, None, :]
+
+    def _held(self, window: Window, info: _DocInfo) -> list[int]:
+        """Indices (in document order) of the mentions lying inside ``window``."""
+        return [c for c, m in enumerate(info.order) if window.start <= m.start and m.end <= window.end]
+
+    def _baseline(self, name: str, info: _DocInfo, k: int, held: list[int]) -> bool:
+        """Does baseline ``name`` pick a mention of the anaphor's entity? ``held``: mentions in the window."""
+        m = info.order[k]
+        cands = [c for c in reversed(held[:bisect_left(held, k)]) if info.order[c].head != m.head]  # nearest first
+        pick: int | None = None
+        if name == "nearest":
+            pick = cands[0] if cands else None
+        elif name == "head_match":
+            pick = next((c for c in cands if info.lower_head[c] == info.lower_head[k]), None)
+        else:  # rule_sieve: exact string, head word, agreement, nearest
+            sieves = (lambda c: info.text[c] == info.text[k],
+                      lambda c: info.lower_head[c] == info.lower_head[k],
+                      lambda c: _agree(info.agree[c], info.agree[k]),
+                      lambda c: True)
+            for sieve in sieves:
+                pick = next((c for c in cands if sieve(c)), None)
+                if pick is not None:
+                    break
+        return pick is not None and info.order[pick].entity == m.entity
+
+    def compute(self) -> CorefResult:
+        """The counts seen so far as a :class:`CorefResult`."""
+        units = tuple(self._total)
+        shape = (len(self._layers or ()), len(self._heads or ()))
+        nt, nb = len(MENTION_TYPES), len(DISTANCE_BANDS)
+
+        def stack(d: Mapping[str, npt.NDArray[np.int64]], empty: tuple[int, ...]) -> npt.NDArray[np.int64]:
+            return np.stack([d[u] for u in units]) if units else np.zeros((0, *empty), dtype=np.int64)
+
+        return CorefResult(
+            layers=self._layers or (), heads=self._heads or (), units=units,
+            correct=stack(self._correct, (nt, nb, *shape)), total=stack(self._total, (nt, nb)),
+            baseline_correct=stack(self._base, (len(BASELINES), nt, nb)),
+            counts={t: {c: int(self._counts[i, j]) for j, c in enumerate(COUNTS)}
+                    for i, t in enumerate(MENTION_TYPES)},
+            options=self.options,
+        )
+
+    def merge(self, other: AntecedentAccuracy) -> None:
+        """Add the counts of ``other`` (same options, other documents or windows)."""
+        if other.options != self.options:
+            raise ConfigError(f"cannot merge scorers with different options: {self.options} and {other.options}")
+        if other._layers is None:
+            return
+        if self._layers is None:
+            self._layers, self._heads = other._layers, other._heads
+        elif (self._layers, self._heads) != (other._layers, other._heads):
+            raise ConfigError("cannot merge scorers over different layers or heads")
+        for u in other._total:
+            self._unit(u, other._correct[u].shape[2:])
+            self._correct[u] += other._correct[u]
+            self._total[u] += other._total[u]
+            self._base[u] += other._base[u]
+        self._counts += other._counts

@@ -1,0 +1,89 @@
+"""Tests of `probes coref` and `probes bridging` (real MiniLM on a hand-written GUM-style file)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from probes.cli import main
+
+
+@pytest.fixture()
+def tiny(fixtures_dir: Path) -> Path:
+    # 2 documents: Anna ... She (pronoun), a house ... the house (nominal), a cataphor (he ... Carl),
+    # a split-antecedent plural (They = Anna + Ben) and a bridging link across sentences (the door <- a house)
+    return fixtures_dir / "coref" / "tiny_gum.conllu"
+
+
+def test_bad_candidate_set_is_one_error_line(tiny: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["coref", "--model", "unused", "--corpus", str(tiny), "--candidates", "nouns"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.strip() == "error: candidates: expected one of all, earlier, mentions, found 'nouns'"
+
+
+@pytest.mark.parametrize("command", ["coref", "bridging"])
+def test_missing_corpus_is_a_usage_error(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([command, "--model", "m", "--corpus", "/no/such/file.conllu"]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_bad_direction_and_stride(tiny: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bridging", "--model", "m", "--corpus", str(tiny), "--direction", "up"]) == 1
+    assert "direction: expected one of anaphor_to_antecedent, antecedent_to_anaphor" in capsys.readouterr().err
+    assert main(["coref", "--model", "m", "--corpus", str(tiny), "--stride", "0"]) == 1
+    assert "positive stride" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_window_over_the_model_maximum(tiny: Path, minilm_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["coref", "--model", str(minilm_path), "--corpus", str(tiny), "--window", "4096",
+                 "--no-progress"]) == 1
+    assert "--window: expected at most the model's 512 tokens, found 4096" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_coref_end_to_end(tiny: Path, minilm_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "coref"
+    code = main(["coref", "--model", str(minilm_path), "--corpus", str(tiny), "--out", str(out),
+                 "--no-progress", "--n-resamples", "50"])
+    printed = capsys.readouterr().out
+    assert code == 0
+    assert "Rule-based sieve" in printed and "numbered from 1" in printed
+    for name in ("coref_leaderboard.md", "coref_leaderboard.csv", "coref_leaderboard.json", "scores.csv",
+                 "run.json", "coref_heatmap.png", "coref_heatmaps.png"):
+        assert (out / name).is_file(), name
+    run = json.loads((out / "run.json").read_text())
+    # evaluated: She (Anna), the house (a house), Carl (the cataphor he); the plural They is a first mention
+    assert {t: c["evaluated"] for t, c in run["counts"].items()} == {"pronoun": 1, "proper": 1, "nominal": 1}
+    assert {t: c["no_antecedent"] for t, c in run["counts"].items()} == {"pronoun": 2, "proper": 2, "nominal": 2}
+    assert run["options"]["candidates"] == "all" and run["data"]["documents"] == 2
+    assert len(run["data"]["sha256"]) == 64 and run["versions"]["numpy"]
+    rows = json.loads((out / "coref_leaderboard.json").read_text())["rows"]
+    base = {r["system"]: r["accuracy"] for r in rows if r["kind"] == "baseline" and r["mention_type"] == "all"}
+    # nearest: She->house x, the house->Ben x, Carl->he ok; head match: only the house; sieve: + Carl
+    assert base == pytest.approx({"Nearest mention": 1 / 3, "Head-word match": 1 / 3, "Rule-based sieve": 2 / 3})
+    with (out / "scores.csv").open() as fh:
+        heads = [r["head"] for r in csv.DictReader(fh)]
+    assert len(heads) == 72 and heads[0] == "1-1" and heads[-1] == "6-12"
+
+
+@pytest.mark.slow
+def test_bridging_end_to_end(tiny: Path, minilm_path: Path, tmp_path: Path,
+                             capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "bridging"
+    assert main(["bridging", "--model", str(minilm_path), "--corpus", str(tiny), "--out", str(out),
+                 "--select-on", str(tiny), "--no-progress", "--n-resamples", "50"]) == 0
+    capsys.readouterr()
+    run = json.loads((out / "run.json").read_text())
+    assert run["counts"]["scored"] == {"0": 0, "1": 1, "2": 0, "3-5": 0, "6+": 0}
+    rows = json.loads((out / "bridging_leaderboard.json").read_text())["rows"]
+    first = rows[0]
+    assert first["band"] == "all" and first["scored"] == 1 and first["selected_on"] == "selection split"
+    # uniform attention over the 19 words of the window (5 + 6 + 5 + 3) would give 2 / 19 to "a house"
+    assert first["chance_mass"] == pytest.approx(2 / 19)
+    assert 0.0 <= first["mass"] <= 1.0 and first["accuracy"] in (0.0, 1.0)
+    assert (out / "bridging_heatmaps.png").is_file()

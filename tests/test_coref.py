@@ -1,0 +1,289 @@
+"""Tests of probes.coref on hand-worked documents and against a slow reference."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from probes.attention import WordAttention
+from probes.coref import (
+    BASELINES,
+    AntecedentAccuracy,
+    agreement,
+    distance_band,
+    mention_order,
+    mention_type,
+)
+from probes.data import Document, Mention, Sentence
+from probes.errors import AlignmentError, ConfigError
+from probes.windows import Window, document_windows
+
+# (form, UPOS, FEATS) per word; one list per sentence.
+SENTENCES = [
+    [("John", "PROPN", "Number=Sing"), ("saw", "VERB", "_"), ("Mary", "PROPN", "Number=Sing"), (".", "PUNCT", "_")],
+    [("He", "PRON", "Gender=Masc|Number=Sing|Person=3"), ("greeted", "VERB", "_"),
+     ("her", "PRON", "Gender=Fem|Number=Sing|Person=3"), ("warmly", "ADV", "_"), (".", "PUNCT", "_")],
+    [("The", "DET", "_"), ("old", "ADJ", "_"), ("man", "NOUN", "Number=Sing"), ("smiled", "VERB", "_"),
+     (".", "PUNCT", "_")],
+    [("Before", "SCONJ", "_"), ("she", "PRON", "_"), ("left", "VERB", "_"), (",", "PUNCT", "_"),
+     ("Sue", "PROPN", "Number=Sing"), ("waved", "VERB", "_")],
+    [("They", "PRON", "_"), ("met", "VERB", "_"), ("the", "DET", "_"), ("dog", "NOUN", "Number=Sing")],
+    [("the", "DET", "_"), ("dog", "NOUN", "Number=Sing"), ("that", "PRON", "_"), ("barked", "VERB", "_")],
+]
+#                    offsets: John 0, Mary 2 | He 4, her 6 | The old man 9-11 | she 15, Sue 18 |
+#                             They 20, the dog 22-23 | the dog that barked 24-27 (nested: the dog 24-25)
+MENTIONS = [  # (entity, words, head, sentence)
+    ("john", (0,), 0, 0), ("mary", (2,), 2, 0), ("john", (4,), 4, 1), ("mary", (6,), 6, 1),
+    ("john", (9, 10, 11), 11, 2),
+    ("sue", (15,), 15, 3),  # cataphor: first mention of its entity
+    ("sue", (18,), 18, 3),
+    ("pair", (20,), 20, 4),  # split antecedent (SplitAnte=john<pair,mary<pair): first mention of its own entity
+    ("dog", (22, 23), 23, 4),
+    ("dog", (24, 25, 26, 27), 25, 5), ("dog", (24, 25), 25, 5),  # nested, same head word
+]
+
+
+def make_doc(sentences=SENTENCES, mentions=MENTIONS, doc_id: str = "hand") -> Document:
+    sents = tuple(
+        Sentence(f"{doc_id}-{s}", tuple(w[0] for w in ws), tuple([0] + [1] * (len(ws) - 1)),
+                 ("root",) + ("dep",) * (len(ws) - 1), upos=tuple(w[1] for w in ws), feats=tuple(w[2] for w in ws))
+        for s, ws in enumerate(sentences))
+    ms = tuple(Mention(e, words, head, sent) for e, words, head, sent in mentions)
+    return Document(doc_id, sents, ms)
+
+
+def one_token_per_word(words: Sequence[str]) -> int:
+    return len(words) + 2
+
+
+def pointer_attention(n: int, targets: list[dict[int, dict[int, float]]], *, special: float = 0.6) -> WordAttention:
+    """``(1, H, n+2, n+2)`` maps over [CLS] w_0..w_{n-1} [SEP]; head h row i puts targets[h][i] on words.
+
+    Rows not given are uniform over the words. Each special column gets ``special`` (more than any
+    word), so a scorer that forgets to drop special tokens fails.
+    """
+    n_heads = len(targets)
+    w = np.full((1, n_heads, n + 2, n + 2), 0.0)
+    for h, rows in enumerate(targets):
+        for i in range(n):
+            row = np.full(n, 0.01)
+            for j, v in rows.get(i, {}).items():
+                row[j] = v
+            w[0, h, i + 1, 1:-1] = row
+            w[0, h, i + 1, [0, -1]] = special
+    is_special = np.zeros(n + 2, bool)
+    is_special[[0, -1]] = True
+    return WordAttention(w, is_special, (0,), tuple(range(n_heads)))
+
+
+def one_window(doc: Document) -> Window:
+    (w,) = document_windows(doc, one_token_per_word, 512)
+    return w
+
+
+HEAD_TARGETS = [
+    {i: {i - 1: 0.9} for i in range(1, 28)} | {0: {1: 0.9}},  # head 0: previous word
+    {4: {0: 0.5}, 6: {7: 0.5, 2: 0.3}, 11: {4: 0.5}, 18: {15: 0.5}, 25: {23: 0.5}},  # head 1: "oracle-ish"
+    {},  # head 2: uniform rows: ties go to the left-most word
+]
+
+
+def run(doc: Document, **options: str):
+    acc = AntecedentAccuracy(**options)
+    w = one_window(doc)
+    acc.update(w, pointer_attention(w.n_words, HEAD_TARGETS))
+    return acc.compute()
+
+
+def test_counts_per_type_on_the_hand_worked_document() -> None:
+    res = run(make_doc())
+    # evaluated: He, her (pronoun); Sue (proper); the old man, the dog that barked, the dog (nominal)
+    # no antecedent: she (cataphor), They (split antecedent) | John, Mary | the dog (first)
+    assert res.counts == {
+        "pronoun": {"evaluated": 2, "no_antecedent": 2, "not_scorable": 0, "cut": 0, "singleton_dropped": 0},
+        "proper": {"evaluated": 1, "no_antecedent": 2, "not_scorable": 0, "cut": 0, "singleton_dropped": 0},
+        "nominal": {"evaluated": 3, "no_antecedent": 1, "not_scorable": 0, "cut": 0, "singleton_dropped": 0},
+    }
+    assert res.total.sum() == 6
+    # distance to the nearest antecedent: Sue -> she is 0 sentences, all others 1
+    assert res.total[0].sum(axis=0).tolist() == [1, 5, 0, 0, 0]
+
+
+def test_head_accuracy_all_words_candidates() -> None:
+    res = run(make_doc())
+    acc = res.accuracy()[0]
+    # head 0 (previous word): He->'.', her->greeted, man->old, Sue->',', dog(25)->the(24) twice: 0/6
+    # head 1: He->John ok, her->warmly wrong (special tokens ignored), man->He ok, Sue->she ok, dog->dog(23) ok x2
+    # head 2 (uniform, ties left-most): every row picks John (0): He ok, man ok, others wrong
+    np.testing.assert_allclose(acc, [0 / 6, 5 / 6, 2 / 6])
+    np.testing.assert_allclose(res.accuracy("pronoun")[0], [0, 1 / 2, 1 / 2])
+    np.testing.assert_allclose(res.accuracy("proper")[0], [0, 1, 0])
+    np.testing.assert_allclose(res.accuracy("nominal")[0], [0, 1, 1 / 3])
+    np.testing.assert_allclose(res.accuracy(band="0")[0], [0, 1, 0])
+
+
+@pytest.mark.parametrize("candidates, expected_head1", [("earlier", 6 / 6), ("mentions", 6 / 6)])
+def test_restricted_candidate_sets_change_the_argmax(candidates: str, expected_head1: float) -> None:
+    # her (row 6) puts 0.5 on 'warmly' (later, not a mention head) and 0.3 on Mary: both restrictions fix it
+    res = run(make_doc(), candidates=candidates)
+    assert res.accuracy()[0, 1] == pytest.approx(expected_head1)
+
+
+def test_baselines_on_the_hand_worked_document() -> None:
+    res = run(make_doc())
+    # nearest: He->Mary x, her->He x, man->her x, Sue->she ok, dog->dog ok (x2): 3/6
+    # head match: only the two dogs find a mention with head 'dog': 2/6
+    # sieve: her agrees with Mary (not He: gender), man agrees with her (no gender on 'man'), Sue agrees
+    #        with she, the dogs by head / exact string: 4/6
+    assert [res.baseline_accuracy(b) for b in BASELINES] == pytest.approx([3 / 6, 2 / 6, 4 / 6])
+    assert [res.baseline_accuracy(b, "pronoun") for b in BASELINES] == pytest.approx([0, 0, 1 / 2])
+    assert [res.baseline_accuracy(b, "proper") for b in BASELINES] == pytest.approx([1, 0, 1])
+    assert [res.baseline_accuracy(b, "nominal") for b in BASELINES] == pytest.approx([2 / 3, 2 / 3, 2 / 3])
+
+
+def test_dropping_singletons_changes_only_the_candidates() -> None:
+    res = run(make_doc(), singletons="drop")
+    # 'They' (entity 'pair') is the only singleton and nobody's nearest candidate: nothing else moves
+    assert res.counts["pronoun"]["singleton_dropped"] == 1 and res.counts["pronoun"]["no_antecedent"] == 1
+    assert res.total.sum() == 6
+    assert [res.baseline_accuracy(b) for b in BASELINES] == pytest.approx([3 / 6, 2 / 6, 4 / 6])
+    # a singleton on 'left' (16) sits between 'she' (15) and 'Sue' (18): it becomes Sue's nearest
+    # candidate, and it agrees with Sue (a verb has no features), so nearest and the sieve go wrong
+    extra = MENTIONS + [("leaving", (16,), 16, 3)]
+    keep, drop = run(make_doc(mentions=extra)), run(make_doc(mentions=extra), singletons="drop")
+    assert [keep.baseline_accuracy(b) for b in BASELINES] == pytest.approx([2 / 6, 2 / 6, 3 / 6])
+    assert [drop.baseline_accuracy(b) for b in BASELINES] == pytest.approx([3 / 6, 2 / 6, 4 / 6])
+    np.testing.assert_array_equal(keep.correct, drop.correct)  # heads with candidates="all" do not change
+    assert drop.counts["nominal"]["singleton_dropped"] == 1
+
+
+def test_antecedents_outside_the_window_are_not_scorable_or_wrong() -> None:
+    doc = make_doc()
+    # windows of about one or two sentences: stride so each sentence starts a window
+    windows = document_windows(doc, one_token_per_word, 9, stride=1)
+    acc = AntecedentAccuracy()
+    doc_scope = AntecedentAccuracy(antecedents="document")
+    for w in windows:
+        wa = pointer_attention(w.n_words, [{}])
+        acc.update(w, wa)
+        doc_scope.update(w, wa)
+    res, res_doc = acc.compute(), doc_scope.compute()
+    # every window holds exactly one sentence: only Sue (antecedent 'she', same sentence) is scorable
+    assert [(w.start, w.end) for w in windows] == [(0, 4), (4, 9), (9, 14), (14, 20), (20, 24), (24, 28)]
+    assert {t: (c["evaluated"], c["not_scorable"]) for t, c in res.counts.items()} == {
+        "pronoun": (0, 2), "proper": (1, 0), "nominal": (0, 3)}
+    assert [res.baseline_accuracy(b) for b in BASELINES] == pytest.approx([1, 0, 1])
+    # document scope: the five out-of-reach mentions are evaluated and wrong, for heads and baselines
+    assert {t: (c["evaluated"], c["not_scorable"]) for t, c in res_doc.counts.items()} == {
+        "pronoun": (2, 2), "proper": (1, 0), "nominal": (3, 3)}
+    assert [res_doc.baseline_accuracy(b) for b in BASELINES] == pytest.approx([1 / 6, 0, 1 / 6])
+    assert np.nanmax(res_doc.accuracy()) <= 1 / 6
+
+
+def test_mention_crossing_a_window_cut_is_counted_as_cut() -> None:
+    sentences = [[("a", "NOUN", "_")] * 3, [("b", "NOUN", "_")] * 3]
+    mentions = [("x", (0,), 0, 0), ("x", (2, 3), 3, 0), ("x", (5,), 5, 1)]
+    doc = make_doc(sentences, mentions)
+    acc = AntecedentAccuracy()
+    for w in document_windows(doc, one_token_per_word, 5, stride=100):
+        acc.update(w, pointer_attention(w.n_words, [{}]))
+    res = acc.compute()
+    assert res.counts["nominal"] == {"evaluated": 0, "no_antecedent": 1, "not_scorable": 1, "cut": 1,
+                                     "singleton_dropped": 0}
+
+
+def slow_reference(doc: Document, att: np.ndarray, candidates: str, direction: str) -> np.ndarray:
+    """Accuracy per head, written independently with plain loops over one whole-document window."""
+    ms = sorted(doc.mentions, key=lambda m: (m.start, -m.end, m.head))
+    n_layers, n_heads, n, _ = att.shape
+    correct = np.zeros((n_layers, n_heads))
+    total = 0
+    for k, m in enumerate(ms):
+        gold = {a.head for a in ms[:k] if a.entity == m.entity and a.head != m.head}
+        if not gold:
+            continue
+        total += 1
+        i = m.head
+        if candidates == "all":
+            cands = [j for j in range(n) if j != i]
+        elif candidates == "earlier":
+            cands = [j for j in range(i)]
+        else:
+            cands = sorted({a.head for a in ms[:k]} - {i})
+        for layer in range(n_layers):
+            for head in range(n_heads):
+                best, best_j = -1.0, None
+                for j in cands:
+                    v = att[layer, head, i, j] if direction == "anaphor_to_antecedent" else att[layer, head, j, i]
+                    if v > best:
+                        best, best_j = v, j
+                correct[layer, head] += best_j in gold
+    return correct / total
+
+
+@pytest.mark.parametrize("candidates", ["all", "earlier", "mentions"])
+@pytest.mark.parametrize("direction", ["anaphor_to_antecedent", "antecedent_to_anaphor"])
+def test_matches_slow_reference_on_random_attention(candidates: str, direction: str) -> None:
+    rng = np.random.default_rng(1)
+    doc = make_doc()
+    w = one_window(doc)
+    raw = rng.random((2, 3, w.n_words + 2, w.n_words + 2))
+    raw /= raw.sum(-1, keepdims=True)
+    special = np.zeros(w.n_words + 2, bool)
+    special[[0, -1]] = True
+    wa = WordAttention(raw, special, (0, 1), (0, 1, 2))
+    acc = AntecedentAccuracy(candidates=candidates, direction=direction)
+    acc.update(w, wa)
+    expected = slow_reference(doc, wa.words_only(), candidates, direction)
+    np.testing.assert_allclose(acc.compute().accuracy(), expected)
+
+
+def test_merge_equals_one_pass_and_reset_forgets() -> None:
+    docs = [make_doc(doc_id="a"), make_doc(doc_id="b")]
+    rng = np.random.default_rng(2)
+    pairs = []
+    for d in docs:
+        w = one_window(d)
+        raw = rng.random((1, 2, w.n_words + 2, w.n_words + 2))
+        pairs.append((w, WordAttention(raw, np.r_[True, np.zeros(w.n_words, bool), True], (0,), (0, 1))))
+    whole, a, b = AntecedentAccuracy(), AntecedentAccuracy(), AntecedentAccuracy()
+    for p in pairs:
+        whole.update(*p)
+    a.update(*pairs[0])
+    b.update(*pairs[1])
+    a.merge(b)
+    r1, r2 = whole.compute(), a.compute()
+    assert r1.units == r2.units == ("a", "b")
+    np.testing.assert_array_equal(r1.correct, r2.correct)
+    np.testing.assert_array_equal(r1.baseline_correct, r2.baseline_correct)
+    assert r1.counts == r2.counts
+    lo, hi = r1.head_interval(0, 1)
+    assert lo <= r1.accuracy()[0, 1] <= hi
+    whole.reset()
+    assert whole.compute().total.shape[0] == 0
+    with pytest.raises(ConfigError):
+        a.merge(AntecedentAccuracy(candidates="earlier"))
+
+
+def test_bad_options_and_misaligned_attention_are_errors() -> None:
+    with pytest.raises(ConfigError, match="candidates: expected one of all, earlier, mentions"):
+        AntecedentAccuracy(candidates="nouns")
+    with pytest.raises(ConfigError, match="direction"):
+        AntecedentAccuracy(direction="up")
+    w = one_window(make_doc())
+    with pytest.raises(AlignmentError, match="expected attention over 28 words, found 5"):
+        AntecedentAccuracy().update(w, pointer_attention(5, [{}]))
+
+
+def test_small_helpers() -> None:
+    assert distance_band([0, 1, 2, 3, 5, 6, 40, -2]).tolist() == [0, 1, 2, 3, 3, 4, 4, 2]
+    assert [mention_type(u) for u in ("PRON", "DET", "PROPN", "NOUN", "NUM")] == [
+        "pronoun", "pronoun", "proper", "nominal", "nominal"]
+    assert agreement("her", "PRON", "_") == ("Sing", "Fem", "3")
+    assert agreement("They", "PRON", "_") == ("Plur", None, "3")
+    assert agreement("dogs", "NOUN", "Number=Plur") == ("Plur", None, "3")
+    assert agreement("I", "PRON", "Number=Sing|Person=1") == ("Sing", None, "1")
+    outer, inner = Mention("e", (1, 2, 3), 2, 0), Mention("e", (1, 2), 2, 0)
+    assert mention_order([inner, Mention("f", (0,), 0, 0), outer])[1:] == [outer, inner]
