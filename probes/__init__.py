@@ -25,10 +25,27 @@ from probes.errors import (
 
 __version__ = "0.1.0"
 
+#: Names whose modules import torch/transformers: loaded on first use so that ``import probes``
+#: stays light for scoring and reading on machines without a model.
+_LAZY = {"AttentionExtractor": "probes.extract", "open_store": "probes.store", "extract_to_store": "probes.store"}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'probes' has no attribute {name!r}")
+
 __all__ = [
     "Accumulator",
     "accumulate",
     "WordAttention",
+    "AttentionExtractor",
+    "open_store",
+    "extract_to_store",
     "read_treebank",
     "read_documents",
     "write_conllu",

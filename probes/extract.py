@@ -1,0 +1,491 @@
+"""Word-level attention of every head of a Hugging Face model, as a stream.
+
+:class:`AttentionExtractor` loads (or wraps) a model with the *eager* attention
+implementation, the only one that returns weights (SDPA and flash kernels return
+none), tokenizes each input's gold words as pre-split words, runs length-sorted,
+right-padded batches under ``torch.inference_mode()``, pools token maps to word
+maps on the device (:mod:`probes.align`) and yields ``(item, WordAttention)``
+pairs in input order.
+
+Over-long inputs are never dropped silently (``on_long``):
+
+* ``skip``: the input is not yielded; counted, with its id, in :attr:`AttentionExtractor.report`.
+* ``truncate``: the longest prefix of whole words that fits is kept;
+  ``meta["truncated"]`` holds the number of words cut.
+* ``window``: overlapping windows of whole words (each next window starts half-way
+  through the previous one) are run separately and combined: each word's row comes
+  from the window in which the word is most central (ties: the earlier window);
+  its columns for words outside that window are 0. Leading special tokens take
+  their rows from the first window, trailing ones from the last; a word's
+  attention to its window's special tokens goes to the matching special
+  columns, so every row still sums to 1. ``meta["windows"]`` lists the
+  ``(start, end)`` word ranges (0-based, end exclusive).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+import torch
+from tqdm.auto import tqdm
+
+from probes.align import FROM_POOLS, Alignment, alignment_from_word_ids, check_tokenizer, pool_batch
+from probes.attention import WordAttention
+from probes.data import Sentence
+from probes.errors import ConfigError, ModelOutputError
+
+__all__ = ["AttentionExtractor", "ExtractionReport", "ON_LONG", "DTYPES"]
+
+log = logging.getLogger("probes")
+
+T = TypeVar("T")
+
+ON_LONG: tuple[str, ...] = ("skip", "truncate", "window")
+DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float16": torch.float16,
+                                  "bfloat16": torch.bfloat16}
+
+#: Upper bound on the elements of the model's own attention output for one batch
+#: (B x all layers x all heads x T x T); long inputs get smaller batches.
+_BATCH_ELEMENTS = 2**25
+_NO_MAX = 10**8  # tokenizers report a huge model_max_length when they have none
+
+
+@dataclass
+class ExtractionReport:
+    """What happened to the inputs of an extractor, cumulative since creation or :meth:`reset`.
+
+    Attributes:
+        n_items: inputs seen.
+        n_yielded: inputs yielded (all but the skipped ones).
+        skipped, truncated, windowed: ids of the inputs over the maximum length, by what was done.
+        max_tokens: the maximum length applied (special tokens included).
+    """
+
+    max_tokens: int = 0
+    n_items: int = 0
+    n_yielded: int = 0
+    skipped: list[str] = field(default_factory=list)
+    truncated: list[str] = field(default_factory=list)
+    windowed: list[str] = field(default_factory=list)
+
+    def reset(self) -> None:
+        """Forget every count."""
+        self.n_items = self.n_yielded = 0
+        self.skipped.clear()
+        self.truncated.clear()
+        self.windowed.clear()
+
+    def as_dict(self) -> dict[str, Any]:
+        """Counts and ids, for JSON reports."""
+        return {"max_tokens": self.max_tokens, "n_items": self.n_items, "n_yielded": self.n_yielded,
+                "n_skipped": len(self.skipped), "n_truncated": len(self.truncated),
+                "n_windowed": len(self.windowed), "skipped": list(self.skipped),
+                "truncated": list(self.truncated), "windowed": list(self.windowed)}
+
+    def summary(self) -> str:
+        """One human-readable line, e.g. for the end of a CLI run."""
+        text = (f"{self.n_items} inputs read, {self.n_yielded} yielded; over {self.max_tokens} tokens: "
+                f"{len(self.skipped)} skipped, {len(self.truncated)} truncated, {len(self.windowed)} windowed")
+        for name, ids in (("skipped", self.skipped), ("truncated", self.truncated), ("windowed", self.windowed)):
+            if ids:
+                shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+                text += f"\n  {name}: {shown}"
+        return text
+
+
+@dataclass
+class _Job:
+    """One model input: a whole item, a truncated item or one window of an item."""
+
+    item: int  # index in the buffer
+    alignment: Alignment
+    start: int = 0  # first word of the item covered (windows)
+    result: npt.NDArray[np.float32] = field(default_factory=lambda: np.zeros(0, np.float32))  # (L', H', n, n)
+
+
+def _item_id(item: Any, index: int) -> str:
+    for attr in ("sent_id", "doc_id", "id"):
+        value = getattr(item, attr, None)
+        if value is not None:
+            return str(value)
+    return f"#{index}"
+
+
+def _is_byte_level(tokenizer: Any) -> bool:
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    return backend is not None and "ByteLevel" in repr(backend.pre_tokenizer)
+
+
+def _weights_sha256(folder: Path) -> str | None:
+    files = sorted(p for pat in ("*.safetensors", "*.bin", "*.pt") for p in folder.glob(pat))
+    if not files:
+        return None
+    digest = hashlib.sha256()
+    for path in files:
+        with path.open("rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 22), b""):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+class AttentionExtractor:
+    """Runs a Hugging Face model and yields word-level attention per input, in input order.
+
+    Args:
+        model: a transformers model (encoder or decoder); switched to eager attention.
+        tokenizer: its fast tokenizer (byte-level BPE ones need ``add_prefix_space=True``,
+            which :meth:`from_pretrained` sets).
+        device: ``"cpu"``, ``"cuda"``, ``"cuda:1"`` ...; default: CUDA when available.
+        dtype: ``float32``, ``float16`` or ``bfloat16`` for the model; pooling is done in float32.
+        batch_size: most inputs per forward pass (fewer for long inputs, to bound memory).
+        layers, heads: 0-based layers / heads to keep (default: all).
+        from_pool: ``mean`` (the paper), ``first`` (the released code) or ``max``.
+        max_length: most tokens per input, special tokens included (default: the model's maximum).
+        on_long: ``skip``, ``truncate`` or ``window`` for inputs over ``max_length``.
+        progress: show a tqdm progress bar (stderr) with inputs/s.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        device: str | torch.device | None = None,
+        dtype: str = "float32",
+        batch_size: int = 32,
+        layers: Sequence[int] | None = None,
+        heads: Sequence[int] | None = None,
+        from_pool: str = "mean",
+        max_length: int | None = None,
+        on_long: str = "skip",
+        progress: bool = True,
+    ) -> None:
+        check_tokenizer(tokenizer)
+        if dtype not in DTYPES:
+            raise ConfigError(f"dtype must be one of {tuple(DTYPES)}, found {dtype!r}")
+        if from_pool not in FROM_POOLS:
+            raise ConfigError(f"from_pool must be one of {FROM_POOLS}, found {from_pool!r}")
+        if on_long not in ON_LONG:
+            raise ConfigError(f"on_long must be one of {ON_LONG}, found {on_long!r}")
+        if batch_size < 1:
+            raise ConfigError(f"batch_size must be >= 1, found {batch_size}")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.dtype = dtype
+        self.batch_size = int(batch_size)
+        self.from_pool = from_pool
+        self.on_long = on_long
+        self.progress = progress
+        self.name_or_path: str = str(getattr(model, "name_or_path", "") or getattr(model.config, "_name_or_path", ""))
+        self.revision: str | None = getattr(model.config, "_commit_hash", None)
+        self._weights_hash: str | None = None
+        self._force_eager()
+        model.eval()
+        model.to(device=self.device, dtype=DTYPES[dtype])
+        config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+        self.n_layers: int = int(getattr(config, "num_hidden_layers", None) or getattr(config, "n_layer"))
+        self.n_heads: int = int(getattr(config, "num_attention_heads", None) or getattr(config, "n_head"))
+        self.layers: tuple[int, ...] = self._check_index("layers", layers, self.n_layers)
+        self.heads: tuple[int, ...] = self._check_index("heads", heads, self.n_heads)
+        self._is_decoder = bool(getattr(config, "is_decoder", False)) or "CausalLM" in type(model).__name__ or \
+            getattr(config, "model_type", "") in {"gpt2", "llama", "mistral", "qwen2", "qwen3", "gemma", "gpt_neox"}
+        limits = [int(m) for m in (getattr(tokenizer, "model_max_length", None),
+                                   getattr(config, "max_position_embeddings", None),
+                                   getattr(config, "n_positions", None)) if m is not None and int(m) < _NO_MAX]
+        self.max_tokens: int = int(max_length) if max_length is not None else (min(limits) if limits else 512)
+        if max_length is not None and limits and max_length > min(limits):
+            raise ConfigError(f"max_length {max_length} is over the model's maximum of {min(limits)} tokens")
+        n_special = len(tokenizer(["a"], is_split_into_words=True)["input_ids"]) - \
+            len(tokenizer(["a"], is_split_into_words=True, add_special_tokens=False)["input_ids"])
+        if self.max_tokens <= n_special:
+            raise ConfigError(f"max_length must leave room for words after the {n_special} special tokens, "
+                              f"found {self.max_tokens}")
+        self.report = ExtractionReport(max_tokens=self.max_tokens)
+        self._layer_index = torch.tensor(self.layers, device=self.device)
+        self._head_index = torch.tensor(self.heads, device=self.device)
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_pretrained(cls, name_or_path: str | Path, *, revision: str | None = None,
+                        **options: Any) -> AttentionExtractor:
+        """Load model and tokenizer from a hub name or a local folder (offline with a folder).
+
+        The model is loaded with ``attn_implementation="eager"``; byte-level BPE tokenizers
+        (RoBERTa, GPT-2 ...) are loaded with ``add_prefix_space=True`` so pre-split words are
+        tokenized as in running text.
+        """
+        from transformers import AutoModel, AutoTokenizer
+
+        name = str(name_or_path)
+        kwargs: dict[str, Any] = {} if revision is None else {"revision": revision}
+        tokenizer = AutoTokenizer.from_pretrained(name, use_fast=True, **kwargs)
+        if _is_byte_level(tokenizer) and not getattr(tokenizer, "add_prefix_space", False):
+            tokenizer = AutoTokenizer.from_pretrained(name, use_fast=True, add_prefix_space=True, **kwargs)
+        dtype = options.get("dtype", "float32")
+        model = AutoModel.from_pretrained(name, attn_implementation="eager",
+                                          dtype=DTYPES.get(dtype, torch.float32), **kwargs)
+        extractor = cls(model, tokenizer, **options)
+        extractor.name_or_path = name
+        extractor.revision = revision or getattr(model.config, "_commit_hash", None)
+        return extractor
+
+    def _force_eager(self) -> None:
+        impl = getattr(self.model.config, "_attn_implementation", None)
+        if impl in (None, "eager"):
+            return
+        setter = getattr(self.model, "set_attn_implementation", None)
+        if setter is None:
+            raise ModelOutputError(
+                f"{type(self.model).__name__} uses the {impl!r} attention implementation, which returns no "
+                "attention weights, and cannot be switched; load it with attn_implementation='eager'")
+        try:
+            setter("eager")
+        except Exception as exc:  # transformers raises ValueError/NotImplementedError variants
+            raise ModelOutputError(
+                f"{type(self.model).__name__} cannot switch from {impl!r} to eager attention ({exc}); "
+                "load it with attn_implementation='eager'") from exc
+
+    @staticmethod
+    def _check_index(name: str, values: Sequence[int] | None, size: int) -> tuple[int, ...]:
+        if values is None:
+            return tuple(range(size))
+        out = tuple(int(v) for v in values)
+        if not out or any(v < 0 or v >= size for v in out) or len(set(out)) != len(out):
+            raise ConfigError(f"{name} must be distinct 0-based indices in 0..{size - 1}, found {list(values)}")
+        return out
+
+    # ------------------------------------------------------------------ facts
+    def info(self) -> dict[str, Any]:
+        """Model, revision or weights hash, tokenizer and options: what a store records."""
+        import transformers
+
+        from probes import __version__
+
+        if self._weights_hash is None and self.name_or_path and Path(self.name_or_path).is_dir():
+            self._weights_hash = _weights_sha256(Path(self.name_or_path))
+        return {
+            "model": self.name_or_path,
+            "model_class": type(self.model).__name__,
+            "model_type": getattr(self.model.config, "model_type", None),
+            "revision": self.revision,
+            "weights_sha256": self._weights_hash,
+            "tokenizer": type(self.tokenizer).__name__,
+            "tokenizer_name": getattr(self.tokenizer, "name_or_path", None),
+            "n_layers": self.n_layers,
+            "n_heads": self.n_heads,
+            "layers": list(self.layers),
+            "heads": list(self.heads),
+            "dtype": self.dtype,
+            "device": str(self.device),
+            "attn_implementation": "eager",
+            "from_pool": self.from_pool,
+            "to_pool": "sum",
+            "max_tokens": self.max_tokens,
+            "on_long": self.on_long,
+            "indexing": "layers and heads are 0-based here; outputs for people name heads 1-based (layer-head)",
+            "probes_version": __version__,
+            "transformers_version": transformers.__version__,
+            "torch_version": torch.__version__,
+        }
+
+    def count_tokens(self, words: Sequence[str]) -> int:
+        """Number of tokens of ``words`` as the model sees them, special tokens included."""
+        return len(self.tokenizer(list(words), is_split_into_words=True)["input_ids"])
+
+    # ------------------------------------------------------------------ streaming
+    def iter_attention(self, sentences: Iterable[Sentence]) -> Iterator[tuple[Sentence, WordAttention]]:
+        """Yield ``(sentence, word_attention)`` for each sentence, in input order (skipped ones left out)."""
+        return self.iter_words(sentences, words=lambda s: s.words)
+
+    def iter_words(self, items: Iterable[T], words: Callable[[T], Sequence[str]]) -> Iterator[tuple[T, WordAttention]]:
+        """Yield ``(item, word_attention)`` for any items whose words ``words(item)`` gives, in input order.
+
+        Items are read through a bounded buffer (``8 x batch_size``), sorted by token length
+        into batches inside it, and yielded in input order, so memory does not grow with the
+        corpus.
+        """
+        total = len(items) if hasattr(items, "__len__") else None  # type: ignore[arg-type]
+        bar = tqdm(total=total, unit="sent", file=sys.stderr, disable=not self.progress, desc="attention",
+                   dynamic_ncols=True)
+        buffer: list[T] = []
+        size = 8 * self.batch_size
+        try:
+            for item in items:
+                buffer.append(item)
+                if len(buffer) >= size:
+                    yield from self._run_buffer(buffer, words, bar)
+                    buffer = []
+            if buffer:
+                yield from self._run_buffer(buffer, words, bar)
+        finally:
+            bar.close()
+            if self.report.skipped or self.report.truncated or self.report.windowed:
+                log.info("attention extraction: %s", self.report.summary())
+
+    def _run_buffer(self, buffer: list[T], words: Callable[[T], Sequence[str]],
+                    bar: Any) -> Iterator[tuple[T, WordAttention]]:
+        word_lists = [list(words(item)) for item in buffer]
+        jobs_of = self._plan(buffer, word_lists)
+        jobs = [job for item_jobs in jobs_of for job in item_jobs]
+        self._run_jobs(jobs)
+        for index, item in enumerate(buffer):
+            item_jobs = jobs_of[index]
+            if item_jobs:
+                self.report.n_yielded += 1
+                yield item, self._assemble(item_jobs, len(word_lists[index]))
+            bar.update(1)
+
+    def _align(self, word_lists: list[list[str]], items: list[Any], offset: int = 0) -> list[Alignment]:
+        enc = self.tokenizer(word_lists, is_split_into_words=True, add_special_tokens=True)
+        out = []
+        for i, (wl, item) in enumerate(zip(word_lists, items)):
+            out.append(alignment_from_word_ids(
+                enc["input_ids"][i], enc.word_ids(i), wl, item_id=_item_id(item, offset + i),
+                path=getattr(item, "path", None), line=getattr(item, "line", None)))
+        return out
+
+    def _plan(self, buffer: list[Any], word_lists: list[list[str]]) -> list[list[_Job]]:
+        """Align every item and decide, for the over-long ones, what to run."""
+        alignments = self._align(word_lists, buffer, self.report.n_items)
+        plans: list[list[_Job]] = []
+        for index, (item, wl, al) in enumerate(zip(buffer, word_lists, alignments)):
+            item_id = _item_id(item, self.report.n_items + index)
+            if al.n_tokens <= self.max_tokens:
+                plans.append([_Job(index, al)])
+                continue
+            budget = self.max_tokens - al.n_special_tokens
+            if self.on_long == "skip" or al.word_tokens.max(initial=0) > budget:
+                self.report.skipped.append(item_id)
+                plans.append([])
+                continue
+            ends = np.cumsum(al.word_tokens)  # tokens up to and including word i
+            if self.on_long == "truncate":
+                keep = int(np.searchsorted(ends, budget, side="right"))
+                self.report.truncated.append(item_id)
+                plans.append([_Job(index, self._align([wl[:keep]], [item])[0])])
+                continue
+            spans = self._windows(al.word_tokens, budget)
+            self.report.windowed.append(item_id)
+            sub = self._align([wl[s:e] for s, e in spans], [item] * len(spans))
+            plans.append([_Job(index, a, start=s) for a, (s, _) in zip(sub, spans)])
+        self.report.n_items += len(buffer)
+        return plans
+
+    @staticmethod
+    def _windows(word_tokens: npt.NDArray[np.intp], budget: int) -> list[tuple[int, int]]:
+        """Overlapping ``(start, end)`` word ranges of at most ``budget`` tokens each."""
+        ends = np.concatenate([[0], np.cumsum(word_tokens)])  # (n_words + 1,)
+        n_words, spans, start = len(word_tokens), [], 0
+        while True:
+            end = int(np.searchsorted(ends, ends[start] + budget, side="right")) - 1
+            spans.append((start, end))
+            if end >= n_words:
+                return spans
+            start = max(start + 1, start + (end - start) // 2)
+
+    def _batches(self, jobs: list[_Job]) -> Iterator[list[_Job]]:
+        """Length-sorted batches, capped in size and in attention elements."""
+        per_token2 = self.n_layers * self.n_heads
+        order = sorted(jobs, key=lambda j: j.alignment.n_tokens)
+        batch: list[_Job] = []
+        for job in order:
+            longest = job.alignment.n_tokens
+            if batch and (len(batch) >= self.batch_size
+                          or (len(batch) + 1) * per_token2 * longest * longest > _BATCH_ELEMENTS):
+                yield batch
+                batch = []
+            batch.append(job)
+        if batch:
+            yield batch
+
+    def _run_jobs(self, jobs: list[_Job]) -> None:
+        for batch in self._batches(jobs):
+            pooled = self._forward([job.alignment for job in batch])  # (B, L', H', n, n)
+            for job, weights in zip(batch, pooled):
+                n = job.alignment.n_positions
+                job.result = np.ascontiguousarray(weights[:, :, :n, :n])
+
+    def _forward(self, alignments: list[Alignment]) -> npt.NDArray[np.float32]:
+        """Run one right-padded batch and pool it to word level: ``(B, L', H', n_max, n_max)``."""
+        n_tok = max(al.n_tokens for al in alignments)
+        pad_id = self.tokenizer.pad_token_id
+        pad_id = 0 if pad_id is None else pad_id
+        ids = np.full((len(alignments), n_tok), pad_id, dtype=np.int64)  # (B, T)
+        mask = np.zeros((len(alignments), n_tok), dtype=np.int64)  # (B, T)
+        for b, al in enumerate(alignments):
+            ids[b, : al.n_tokens] = al.input_ids
+            mask[b, : al.n_tokens] = 1
+        kwargs: dict[str, Any] = {"output_attentions": True, "return_dict": True}
+        if self._is_decoder:
+            kwargs["use_cache"] = False
+        with torch.inference_mode():
+            out = self.model(input_ids=torch.from_numpy(ids).to(self.device),
+                             attention_mask=torch.from_numpy(mask).to(self.device), **kwargs)
+            maps = getattr(out, "attentions", None)
+            if maps is None or len(maps) != self.n_layers or any(m is None for m in maps):
+                found = "None" if maps is None else f"{len(maps)} layers"
+                raise ModelOutputError(
+                    f"{type(self.model).__name__} returned no attention weights (expected {self.n_layers} "
+                    f"layers, found {found}); load the model with attn_implementation='eager' (SDPA and "
+                    "flash attention kernels never return weights)")
+            pooled = []
+            for layer in self.layers:  # one layer at a time: no stacked copy of every map
+                attn = maps[layer]  # (B, H, T, T)
+                if len(self.heads) != self.n_heads:
+                    attn = attn.index_select(1, self._head_index)  # (B, H', T, T)
+                pooled.append(pool_batch(attn[:, None].float(), alignments, self.from_pool))  # (B, 1, H', n, n)
+            return torch.cat(pooled, dim=1).cpu().numpy()  # (B, L', H', n, n)
+
+    def _assemble(self, jobs: list[_Job], n_words: int) -> WordAttention:
+        """One item's WordAttention from its job (or from its windows, by the module's rule)."""
+        first = jobs[0]
+        if len(jobs) == 1 and first.start == 0 and first.alignment.n_words == n_words:
+            meta = {"n_tokens": first.alignment.n_tokens, "truncated": 0}
+            return WordAttention(first.result, first.alignment.is_special, self.layers, self.heads, meta)
+        if len(jobs) == 1:  # truncated
+            meta = {"n_tokens": first.alignment.n_tokens, "truncated": n_words - first.alignment.n_words}
+            return WordAttention(first.result, first.alignment.is_special, self.layers, self.heads, meta)
+        return self._combine_windows(jobs, n_words)
+
+    def _combine_windows(self, jobs: list[_Job], n_words: int) -> WordAttention:
+        lead = int(np.argmax(~jobs[0].alignment.is_special))  # leading specials
+        trail = int(jobs[0].alignment.n_special_tokens) - lead
+        n = lead + n_words + trail
+        out = np.zeros((len(self.layers), len(self.heads), n, n), dtype=np.float32)  # (L', H', n, n)
+        # Each word's row from the window where it is most central (ties: earlier window).
+        best = np.full(n_words, -1)
+        best_dist = np.full(n_words, np.inf)
+        for k, job in enumerate(jobs):
+            s, w = job.start, job.alignment.n_words
+            dist = np.abs(np.arange(s, s + w) - (s + (w - 1) / 2))
+            better = dist < best_dist[s : s + w]
+            best[s : s + w][better] = k
+            best_dist[s : s + w][better] = dist[better]
+        for k, job in enumerate(jobs):
+            s, w = job.start, job.alignment.n_words
+            al = job.alignment
+            if al.n_special_tokens != lead + trail or int(np.argmax(~al.is_special)) != lead:
+                raise ModelOutputError("windows of one input got different special tokens; cannot combine them")
+            local_to_global = np.concatenate([np.arange(lead), lead + s + np.arange(w),
+                                              lead + n_words + np.arange(trail)])  # (n_k,)
+            rows = np.flatnonzero(best[s : s + w] == k) + lead  # local word rows to take
+            if k == 0:
+                rows = np.concatenate([np.arange(lead), rows])
+            if k == len(jobs) - 1:
+                rows = np.concatenate([rows, lead + w + np.arange(trail)])
+            out[:, :, local_to_global[rows, None], local_to_global[None, :]] = job.result[:, :, rows, :]
+        is_special = np.zeros(n, dtype=bool)
+        is_special[:lead] = True
+        is_special[lead + n_words :] = True
+        meta = {"n_tokens": sum(j.alignment.n_tokens for j in jobs), "truncated": 0,
+                "windows": [(j.start, j.start + j.alignment.n_words) for j in jobs]}
+        return WordAttention(out, is_special, self.layers, self.heads, meta)

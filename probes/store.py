@@ -1,0 +1,316 @@
+"""An on-disk store of word-level attention: float16 numpy shards, resumable, streamed back.
+
+Layout of a store folder::
+
+    manifest.json                  model, revision / weights hash, tokenizer, options, data checksum,
+                                   shards, report of skipped / truncated / windowed sentences
+    shard-00000.npy                1-D float16: every stored sentence's (L, H, n, n) map, flattened, in order
+    shard-00000.sentences.jsonl    one JSON Sentence per line (all of the shard's sentences, skipped included)
+    shard-00000.json               per sentence: offset, n, is_special, meta (or "skipped"); the shard's
+                                   data checksum and the sha256 of its .npy file. Written last: its
+                                   presence marks the shard as finished.
+
+Resuming: :func:`extract_to_store` writes each file under a temporary name and renames it
+atomically; on a new run over the same sentences it verifies every finished shard
+(data checksum and the .npy's sha256) and redoes only the others. Each shard is extracted
+by its own call to the extractor, so its batches depend only on its sentences and a
+resumed run writes the same bytes as an uninterrupted one.
+
+Reading: :func:`open_store` returns an :class:`AttentionStore`; iterating it memory-maps one
+shard at a time and yields ``(Sentence, WordAttention)`` with float32 weights, one sentence
+in memory at a time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from probes.attention import WordAttention
+from probes.data import Sentence
+from probes.errors import StoreError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from probes.extract import AttentionExtractor
+
+__all__ = ["AttentionStore", "extract_to_store", "open_store", "STORE_FORMAT"]
+
+log = logging.getLogger("probes")
+
+STORE_FORMAT = "probes-attention-store/1"
+_MANIFEST = "manifest.json"
+_REPORT_KEYS = ("skipped", "truncated", "windowed")
+
+
+def _sentence_json(sentence: Sentence) -> str:
+    return json.dumps(dataclasses.asdict(sentence), ensure_ascii=False, sort_keys=True)
+
+
+def _sentence_from_json(text: str) -> Sentence:
+    fields = json.loads(text)
+    return Sentence(**{k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()})
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _write_atomic(path: Path, write: Callable[[Any], None], mode: str = "w") -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open(mode, **({} if "b" in mode else {"encoding": "utf-8"})) as handle:
+        write(handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def _dump_json(obj: Any) -> Callable[[Any], None]:
+    return lambda handle: handle.write(json.dumps(obj, indent=1, sort_keys=True) + "\n")
+
+
+def _options_key(info: dict[str, Any]) -> dict[str, Any]:
+    """The parts of extractor info that must agree for a store to be resumed."""
+    keep = ("model", "revision", "weights_sha256", "tokenizer", "layers", "heads", "dtype", "from_pool",
+            "to_pool", "max_tokens", "on_long")
+    return {k: info.get(k) for k in keep}
+
+
+def extract_to_store(
+    extractor: AttentionExtractor,
+    sentences: Iterable[Sentence],
+    path: str | os.PathLike[str],
+    *,
+    shard_size: int = 256,
+    source: str | os.PathLike[str] | None = None,
+    progress: bool | None = None,
+    on_shard: Callable[[int], None] | None = None,
+) -> AttentionStore:
+    """Extract word-level attention for ``sentences`` into the store folder ``path``; resumable.
+
+    Args:
+        extractor: the :class:`~probes.extract.AttentionExtractor` to run.
+        sentences: the corpus, in order (read once, shard by shard).
+        path: store folder; created if missing. An existing store of the same model, options and
+            sentences is resumed: finished shards are verified and kept.
+        shard_size: sentences per shard (fixes the file layout; keep it when resuming).
+        source: the corpus file, whose sha256 is recorded as well (optional).
+        progress: progress bar over sentences (default: the extractor's setting).
+        on_shard: called with the shard number after each shard is finished (for tests, logging).
+
+    Returns:
+        The finished store, opened.
+
+    Raises:
+        StoreError: ``path`` holds a store of another model, other options, another shard size
+            or other sentences.
+    """
+    if shard_size < 1:
+        raise StoreError(f"shard_size must be >= 1, found {shard_size}")
+    root = Path(path)
+    root.mkdir(parents=True, exist_ok=True)
+    info = extractor.info()
+    manifest_path = root / _MANIFEST
+    if manifest_path.exists():
+        old = _read_manifest(root)
+        if _options_key(old["info"]) != _options_key(info) or old["shard_size"] != shard_size:
+            raise StoreError(
+                "this folder holds a store of another model or other options; expected "
+                f"{_options_key(info)} with shard_size {shard_size}, found {_options_key(old['info'])} with "
+                f"shard_size {old['shard_size']} (use a new folder)", path=manifest_path)
+    manifest: dict[str, Any] = {"format": STORE_FORMAT, "info": info, "shard_size": shard_size,
+                                "complete": False, "source": None if source is None else str(source),
+                                "source_sha256": None if source is None else _sha256_file(Path(source))}
+    _write_atomic(manifest_path, _dump_json(manifest))
+
+    show = extractor.progress if progress is None else progress
+    saved, extractor.progress = extractor.progress, False
+    bar = tqdm(unit="sent", file=sys.stderr, disable=not show, desc="store", dynamic_ncols=True)
+    shards: list[dict[str, Any]] = []
+    data_digest = hashlib.sha256()
+    try:
+        iterator = iter(sentences)
+        for number in itertools.count():
+            chunk = list(itertools.islice(iterator, shard_size))
+            if not chunk:
+                break
+            lines = [_sentence_json(s) for s in chunk]
+            checksum = hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
+            data_digest.update(checksum.encode("ascii"))
+            entry = _finished_shard(root, number, checksum)
+            if entry is None:
+                entry = _write_shard(extractor, root, number, chunk, lines, checksum)
+            shards.append(entry)
+            bar.update(len(chunk))
+            if on_shard is not None:
+                on_shard(number)
+    finally:
+        bar.close()
+        extractor.progress = saved
+    _remove_stale(root, len(shards))
+    report: dict[str, Any] = {key: [i for s in shards for i in s[key]] for key in _REPORT_KEYS}
+    manifest.update(
+        complete=True,
+        data_sha256=data_digest.hexdigest(),
+        n_sentences=sum(s["n_sentences"] for s in shards),
+        n_stored=sum(s["n_stored"] for s in shards),
+        shards=[{k: s[k] for k in ("name", "n_sentences", "n_stored", "npy_sha256", "data_sha256")}
+                for s in shards],
+        report={**{f"n_{k}": len(v) for k, v in report.items()}, **report},
+    )
+    _write_atomic(manifest_path, _dump_json(manifest))
+    return open_store(root)
+
+
+def _shard_name(number: int) -> str:
+    return f"shard-{number:05d}"
+
+
+def _finished_shard(root: Path, number: int, checksum: str) -> dict[str, Any] | None:
+    """The index of shard ``number`` if it is finished, intact and of the same sentences, else None."""
+    name = _shard_name(number)
+    index_path = root / f"{name}.json"
+    if not index_path.exists():
+        return None
+    index = json.loads(index_path.read_text(encoding="utf-8"))
+    if index.get("data_sha256") != checksum:
+        raise StoreError(f"shard {number} was extracted from other sentences than the ones given now "
+                         f"(data sha256 {index.get('data_sha256')} on disk, {checksum} now); use a new folder",
+                         path=index_path)
+    npy = root / f"{name}.npy"
+    if not npy.exists() or _sha256_file(npy) != index["npy_sha256"]:
+        log.warning("%s: damaged or missing %s; extracting the shard again", index_path, npy.name)
+        return None
+    return index
+
+
+def _write_shard(extractor: AttentionExtractor, root: Path, number: int, chunk: list[Sentence],
+                 lines: list[str], checksum: str) -> dict[str, Any]:
+    name = _shard_name(number)
+    before = {k: len(getattr(extractor.report, k)) for k in _REPORT_KEYS}
+    records: list[dict[str, Any]] = []
+    arrays: list[np.ndarray] = []
+    offset = 0
+    produced = iter(extractor.iter_attention(chunk))
+    pending = next(produced, None)
+    for sentence in chunk:
+        if pending is None or pending[0] is not sentence:
+            records.append({"skipped": True})
+            continue
+        wa = pending[1]
+        flat = wa.weights.astype(np.float16).ravel()  # (L*H*n*n,)
+        records.append({"offset": offset, "n": int(wa.is_special.shape[0]),
+                        "is_special": wa.is_special.astype(int).tolist(), "meta": wa.meta})
+        arrays.append(flat)
+        offset += flat.shape[0]
+        pending = next(produced, None)
+    data = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.float16)
+    npy = root / f"{name}.npy"
+    _write_atomic(npy, lambda handle: np.save(handle, data, allow_pickle=False), mode="wb")
+    _write_atomic(root / f"{name}.sentences.jsonl", lambda handle: handle.write("\n".join(lines) + "\n"))
+    report = {k: getattr(extractor.report, k)[before[k]:] for k in _REPORT_KEYS}
+    index = {"name": name, "n_sentences": len(chunk), "n_stored": len(arrays), "data_sha256": checksum,
+             "npy_sha256": _sha256_file(npy), "records": records, **report}
+    _write_atomic(root / f"{name}.json", _dump_json(index))
+    return index
+
+
+def _remove_stale(root: Path, n_shards: int) -> None:
+    """Drop temp files and shards past the end (left by a run over a longer corpus)."""
+    for path in root.glob("shard-*"):
+        stem = path.name.split(".", 1)[0]
+        if path.name.endswith(".tmp") or int(stem.split("-")[1]) >= n_shards:
+            path.unlink()
+
+
+def _read_manifest(root: Path) -> dict[str, Any]:
+    path = root / _MANIFEST
+    if not path.exists():
+        raise StoreError(f"no attention store here: expected {_MANIFEST}, found none", path=root)
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise StoreError(f"expected a JSON manifest, found invalid JSON ({exc.msg})", path=path,
+                         line=exc.lineno) from exc
+    if manifest.get("format") != STORE_FORMAT:
+        raise StoreError(f"expected format {STORE_FORMAT!r}, found {manifest.get('format')!r}", path=path)
+    return manifest
+
+
+class AttentionStore:
+    """A finished attention store, iterated as ``(Sentence, WordAttention)`` in corpus order.
+
+    Skipped sentences (over-long with ``on_long="skip"``) are not yielded; they are listed in
+    :attr:`report`. ``len()`` is the number of sentences yielded.
+
+    Attributes:
+        path: the store folder.
+        info: what was recorded: extractor info (model, revision / weights hash, tokenizer,
+            options), ``data_sha256``, ``source``/``source_sha256``, ``shard_size``, counts.
+        report: ids of the skipped / truncated / windowed sentences, and their counts.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        manifest = _read_manifest(self.path)
+        if not manifest.get("complete"):
+            raise StoreError("the store is incomplete (the extraction was interrupted); expected a finished "
+                             "store, run extract_to_store (or `probes extract`) again to resume it",
+                             path=self.path / _MANIFEST)
+        self._manifest = manifest
+        self.info: dict[str, Any] = {**manifest["info"], **{k: v for k, v in manifest.items()
+                                                               if k not in ("info", "shards", "report")}}
+        self.report: dict[str, Any] = manifest["report"]
+        info = manifest["info"]
+        self.layers: tuple[int, ...] = tuple(info["layers"])
+        self.heads: tuple[int, ...] = tuple(info["heads"])
+
+    def __len__(self) -> int:
+        return int(self._manifest["n_stored"])
+
+    def __repr__(self) -> str:
+        return f"AttentionStore({str(self.path)!r}, {len(self)} sentences, model={self.info.get('model')!r})"
+
+    def __iter__(self) -> Iterator[tuple[Sentence, WordAttention]]:
+        n_layers, n_heads = len(self.layers), len(self.heads)
+        for shard in self._manifest["shards"]:
+            name = shard["name"]
+            index_path = self.path / f"{name}.json"
+            try:
+                index = json.loads(index_path.read_text(encoding="utf-8"))
+                data = np.load(self.path / f"{name}.npy", mmap_mode="r")
+            except (OSError, ValueError) as exc:
+                raise StoreError(f"cannot read shard {name}: {exc}", path=self.path) from exc
+            with (self.path / f"{name}.sentences.jsonl").open(encoding="utf-8") as lines:
+                for number, (record, line) in enumerate(zip(index["records"], lines, strict=True), 1):
+                    if record.get("skipped"):
+                        continue
+                    n, off = record["n"], record["offset"]
+                    size = n_layers * n_heads * n * n
+                    if off + size > data.shape[0]:
+                        raise StoreError(f"shard {name} is shorter than its index says; expected "
+                                         f"{off + size} values, found {data.shape[0]}", path=index_path)
+                    weights = np.array(data[off : off + size], dtype=np.float32).reshape(n_layers, n_heads, n, n)
+                    yield _sentence_from_json(line), WordAttention(
+                        weights, np.asarray(record["is_special"], dtype=bool), self.layers, self.heads,
+                        record["meta"])
+            del data
+
+
+def open_store(path: str | os.PathLike[str]) -> AttentionStore:
+    """Open a finished attention store for streaming (see :class:`AttentionStore`)."""
+    return AttentionStore(path)

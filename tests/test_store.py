@@ -1,0 +1,230 @@
+"""Attention store: round trip, resume after a kill (same bytes), verification, errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from probes.data import Sentence
+from probes.errors import StoreError
+from probes.extract import AttentionExtractor
+from probes.store import extract_to_store, open_store
+from tests.tiny_models import build
+
+REPO = Path(__file__).resolve().parents[1]
+WORDS = "the quick brown fox jumps over the lazy dog and a cat sat on the mat".split()
+
+
+def corpus(n: int) -> list[Sentence]:
+    """``n`` sentences of varied lengths (1..16 words), deterministic."""
+    out = []
+    for i in range(n):
+        k = 1 + (i * 7) % len(WORDS)
+        words = tuple(WORDS[(i + j) % len(WORDS)] for j in range(k))
+        out.append(Sentence(f"s{i}", words, tuple(range(k)), ("dep",) * k, upos=("X",) * k, line=i + 1))
+    return out
+
+
+@pytest.fixture(scope="module")
+def bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build("bert", tmp_path_factory.mktemp("models"))
+
+
+def folder_bytes(root: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(root.iterdir())}
+
+
+def test_round_trip_equals_live_extraction(bert: Path, tmp_path: Path) -> None:
+    sents = corpus(23)
+    ex = AttentionExtractor.from_pretrained(bert, batch_size=4, progress=False)
+    store = extract_to_store(ex, sents, tmp_path / "store", shard_size=5)
+    assert len(store) == 23 and store.info["n_sentences"] == 23 and store.info["complete"]
+    assert store.info["model"] == str(bert) and len(store.info["weights_sha256"]) == 64
+    live = list(AttentionExtractor.from_pretrained(bert, batch_size=4, progress=False).iter_attention(sents))
+    stored = list(open_store(tmp_path / "store"))
+    assert [s for s, _ in stored] == sents  # Sentences come back whole (all fields)
+    for (_, a), (_, b) in zip(live, stored, strict=True):
+        assert b.weights.dtype == np.float32 and b.layers == a.layers and b.heads == a.heads
+        np.testing.assert_allclose(b.weights, a.weights, atol=1e-3)  # float16 on disk
+        assert (b.is_special == a.is_special).all()
+    assert len(list((tmp_path / "store").glob("shard-*.npy"))) == 5
+
+
+def test_store_reports_skipped(bert: Path, tmp_path: Path) -> None:
+    sents = corpus(6)
+    ex = AttentionExtractor.from_pretrained(bert, max_length=10, progress=False)
+    store = extract_to_store(ex, sents, tmp_path / "s", shard_size=4)
+    n_long = sum(ex.count_tokens(s.words) > 10 for s in sents)
+    assert n_long > 0
+    assert len(store) == 6 - n_long and store.report["n_skipped"] == n_long
+    assert [s.sent_id for s, _ in store] == [s.sent_id for s in sents if ex.count_tokens(s.words) <= 10]
+
+
+def test_resume_after_callback_interrupt_gives_same_bytes(bert: Path, tmp_path: Path) -> None:
+    sents = corpus(30)
+    make = lambda: AttentionExtractor.from_pretrained(bert, batch_size=3, progress=False)  # noqa: E731
+    extract_to_store(make(), sents, tmp_path / "full", shard_size=7)
+
+    def stop_after_two(number: int) -> None:
+        if number == 1:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        extract_to_store(make(), sents, tmp_path / "resumed", shard_size=7, on_shard=stop_after_two)
+    with pytest.raises(StoreError, match="incomplete"):
+        open_store(tmp_path / "resumed")
+    finished = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "resumed").glob("shard-*.npy")}
+    assert sorted(finished) == ["shard-00000.npy", "shard-00001.npy"]
+    redone: list[int] = []
+    ex = make()
+    extract_to_store(ex, sents, tmp_path / "resumed", shard_size=7, on_shard=redone.append)
+    assert ex.report.n_items == 30 - 14  # finished shards were not extracted again
+    for name, mtime in finished.items():
+        assert (tmp_path / "resumed" / name).stat().st_mtime_ns == mtime
+    assert folder_bytes(tmp_path / "full") == folder_bytes(tmp_path / "resumed")
+
+
+_KILL_SCRIPT = """
+import sys
+sys.path.insert(0, {repo!r})
+from probes.extract import AttentionExtractor
+from probes.store import extract_to_store
+from tests.test_store import corpus
+ex = AttentionExtractor.from_pretrained({model!r}, batch_size=4, progress=False)
+extract_to_store(ex, corpus(160), {out!r}, shard_size=4)
+"""
+
+
+@pytest.mark.slow
+def test_resume_after_sigkill_gives_same_bytes(bert: Path, tmp_path: Path) -> None:
+    """Kill a real extraction process midway with SIGKILL, resume it, compare with an uninterrupted run."""
+    out = tmp_path / "killed"
+    script = _KILL_SCRIPT.format(repo=str(REPO), model=str(bert), out=str(out))
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while not (out / "shard-00002.json").exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert proc.poll() is None, f"extraction ended before it could be killed: {proc.stderr.read().decode()}"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    n_done = len(list(out.glob("shard-*.json")))
+    assert 3 <= n_done < 40
+    with pytest.raises(StoreError, match="incomplete"):
+        open_store(out)
+    sents = corpus(160)
+    ex = AttentionExtractor.from_pretrained(bert, batch_size=4, progress=False)
+    extract_to_store(ex, sents, out, shard_size=4)
+    assert ex.report.n_items <= 160 - 4 * n_done
+    full = AttentionExtractor.from_pretrained(bert, batch_size=4, progress=False)
+    extract_to_store(full, sents, tmp_path / "full", shard_size=4)
+    assert folder_bytes(out) == folder_bytes(tmp_path / "full")
+
+
+def test_damaged_shard_is_redone(bert: Path, tmp_path: Path) -> None:
+    sents = corpus(10)
+    make = lambda: AttentionExtractor.from_pretrained(bert, progress=False)  # noqa: E731
+    extract_to_store(make(), sents, tmp_path / "s", shard_size=5)
+    good = folder_bytes(tmp_path / "s")
+    npy = tmp_path / "s" / "shard-00001.npy"
+    raw = bytearray(npy.read_bytes())
+    raw[-1] ^= 0xFF
+    npy.write_bytes(bytes(raw))
+    ex = make()
+    extract_to_store(ex, sents, tmp_path / "s", shard_size=5)
+    assert ex.report.n_items == 5 and folder_bytes(tmp_path / "s") == good
+
+
+def test_resume_refuses_other_data_or_options(bert: Path, tmp_path: Path) -> None:
+    sents = corpus(6)
+    extract_to_store(AttentionExtractor.from_pretrained(bert, progress=False), sents, tmp_path / "s", shard_size=3)
+    with pytest.raises(StoreError, match="other sentences"):
+        extract_to_store(AttentionExtractor.from_pretrained(bert, progress=False), corpus(7)[1:], tmp_path / "s",
+                         shard_size=3)
+    with pytest.raises(StoreError, match="another model or other options"):
+        extract_to_store(AttentionExtractor.from_pretrained(bert, from_pool="first", progress=False), sents,
+                         tmp_path / "s", shard_size=3)
+
+
+def test_open_store_errors(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="no attention store here"):
+        open_store(tmp_path)
+    (tmp_path / "manifest.json").write_text('{"format": 1,\n oops}')
+    with pytest.raises(StoreError, match=r"manifest.json:2: expected a JSON manifest"):
+        open_store(tmp_path)
+    (tmp_path / "manifest.json").write_text(json.dumps({"format": "other"}))
+    with pytest.raises(StoreError, match="expected format"):
+        open_store(tmp_path)
+
+
+def test_reading_is_streamed(bert: Path, tmp_path: Path) -> None:
+    """Iterating yields one sentence at a time from memory-mapped shards (nothing read up front)."""
+    store = extract_to_store(AttentionExtractor.from_pretrained(bert, progress=False), corpus(12), tmp_path / "s",
+                             shard_size=4)
+    it = iter(store)
+    first = next(it)
+    (tmp_path / "s" / "shard-00002.npy").unlink()  # a later shard is not touched yet
+    assert first[0].sent_id == "s0" and next(it)[0].sent_id == "s1"
+    with pytest.raises(StoreError, match="cannot read shard shard-00002"):
+        list(it)
+
+
+CONLLU = """# sent_id = a1
+# text = The fox jumps .
+1\tThe\tthe\tDET\tDT\t_\t2\tdet\t_\t_
+2\tfox\tfox\tNOUN\tNN\t_\t3\tnsubj\t_\t_
+3\tjumps\tjump\tVERB\tVBZ\t_\t0\troot\t_\t_
+4\t.\t.\tPUNCT\t.\t_\t3\tpunct\t_\t_
+
+# sent_id = a2
+# text = A cat sat on the mat and the dog barked .
+1\tA\ta\tDET\tDT\t_\t2\tdet\t_\t_
+2\tcat\tcat\tNOUN\tNN\t_\t3\tnsubj\t_\t_
+3\tsat\tsit\tVERB\tVBD\t_\t0\troot\t_\t_
+4\ton\ton\tADP\tIN\t_\t6\tcase\t_\t_
+5\tthe\tthe\tDET\tDT\t_\t6\tdet\t_\t_
+6\tmat\tmat\tNOUN\tNN\t_\t3\tobl\t_\t_
+7\tand\tand\tCCONJ\tCC\t_\t10\tcc\t_\t_
+8\tthe\tthe\tDET\tDT\t_\t9\tdet\t_\t_
+9\tdog\tdog\tNOUN\tNN\t_\t10\tnsubj\t_\t_
+10\tbarked\tbark\tVERB\tVBD\t_\t3\tconj\t_\t_
+11\t.\t.\tPUNCT\t.\t_\t3\tpunct\t_\t_
+
+"""
+
+
+def test_cli_extract(bert: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from probes.cli import main
+
+    treebank = tmp_path / "tiny.conllu"
+    treebank.write_text(CONLLU, encoding="utf-8")
+    code = main(["extract", "--model", str(bert), "--treebank", str(treebank), "--store", str(tmp_path / "st"),
+                 "--layers", "2", "--heads", "1,3-4", "--max-length", "12", "--on-long", "truncate",
+                 "--no-progress"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "2 read, 2 stored" in out and "1 truncated" in out and "truncated: a2" in out
+    store = open_store(tmp_path / "st")
+    assert store.layers == (1,) and store.heads == (0, 2, 3)
+    assert store.info["source"] == str(treebank) and len(store.info["source_sha256"]) == 64
+    (s1, w1), (s2, w2) = list(store)
+    assert s1.words == ("The", "fox", "jumps", ".") and w1.weights.shape == (1, 3, 6, 6)
+    assert w2.meta["truncated"] == 11 - w2.n_words > 0
+
+
+def test_cli_extract_bad_layers(bert: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from probes.cli import main
+
+    treebank = tmp_path / "tiny.conllu"
+    treebank.write_text(CONLLU, encoding="utf-8")
+    code = main(["extract", "--model", str(bert), "--treebank", str(treebank), "--store", str(tmp_path / "st"),
+                 "--layers", "0", "--no-progress"])
+    assert code == 1
+    assert "error: --layers expects 1-based numbers" in capsys.readouterr().err

@@ -1,0 +1,174 @@
+"""Tiny random Hugging Face models and tokenizers, built offline, for tests.
+
+Each builder writes a hub-style folder (``config.json``, weights, ``tokenizer.json``,
+``tokenizer_config.json``) with ``save_pretrained`` so that tests exercise the same
+``from_pretrained(folder)`` path as real models. Tokenizers are built with the
+``tokenizers`` library from a hand-written vocabulary (WordPiece) or trained on a
+few sentences (byte-level BPE, SentencePiece-style Unigram), so nothing is downloaded.
+
+Families covered (see :data:`BUILDERS`):
+
+* ``bert``: WordPiece, uncased, ``[CLS] ... [SEP]``, encoder.
+* ``roberta``: byte-level BPE with the prefix space, ``<s> ... </s>``, encoder.
+* ``gpt2``: byte-level BPE, no special tokens added, causal decoder.
+* ``llama``: SentencePiece-style Unigram (``▁`` markers), BOS added, causal decoder with
+  grouped-query attention (2 key/value heads for 4 query heads).
+
+Usage::
+
+    from tests.tiny_models import build
+    folder = build("llama", tmp_path)          # -> Path
+    AttentionExtractor.from_pretrained(folder)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+__all__ = ["BUILDERS", "CORPUS", "build", "build_bert", "build_roberta", "build_gpt2", "build_llama"]
+
+#: Text the BPE and Unigram tokenizers are trained on; test sentences may use other words too.
+CORPUS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "A cat sat on the mat, and the dog barked at it.",
+    "Researchers study what attention heads do in transformers.",
+    "She didn't know whether the unbelievable results were right.",
+    "In 2019, Clark et al. looked at BERT's attention maps!",
+    "Tokenization splits words into pieces: un-believ-able.",
+]
+
+_HIDDEN = 32
+_LAYERS = 2
+_HEADS = 4
+_MAX = 64
+
+
+def _seed(seed: int) -> None:
+    torch.manual_seed(seed)
+
+
+def _wrap_and_save(tok: object, folder: Path, cls_name: str, **special: str) -> None:
+    from transformers import PreTrainedTokenizerFast
+
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, model_max_length=_MAX, **special)
+    fast.save_pretrained(folder)
+
+
+def build_bert(folder: Path, seed: int = 0) -> Path:
+    """WordPiece (uncased) tokenizer + BertModel: 2 layers x 4 heads, max 64 tokens."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+    from transformers import BertConfig, BertModel
+
+    folder = Path(folder)
+    pieces = ["the", "quick", "brown", "fox", "jump", "##s", "over", "lazy", "dog", "cat", "sat", "on",
+              "mat", "and", "bark", "##ed", "at", "it", "un", "##believ", "##able", "re", "##sult", "a",
+              "she", "did", "##n", "'", "t", "know", ".", ",", "!", ":", "-", "in", "20", "##19", "is",
+              "att", "##ention", "head", "word", "##s", "x", "y", "z", "##x", "##y", "##z"]
+    vocab = {tok: i for i, tok in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+                                              + list(dict.fromkeys(pieces)))}
+    tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True, strip_accents=True, clean_text=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])])
+    _wrap_and_save(tok, folder, "BertTokenizer", unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+                   sep_token="[SEP]", mask_token="[MASK]")
+    _seed(seed)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=_HIDDEN, num_hidden_layers=_LAYERS,
+                        num_attention_heads=_HEADS, intermediate_size=64, max_position_embeddings=_MAX,
+                        pad_token_id=0)
+    BertModel(config).eval().save_pretrained(folder)
+    return folder
+
+
+def _byte_bpe(vocab_size: int = 300) -> object:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<s>", "<pad>", "</s>", "<unk>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(CORPUS, trainer)
+    return tok
+
+
+def build_roberta(folder: Path, seed: int = 0) -> Path:
+    """Byte-level BPE (prefix space) + RobertaModel encoder: 2 layers x 4 heads."""
+    from tokenizers import processors
+    from transformers import RobertaConfig, RobertaModel
+
+    folder = Path(folder)
+    tok = _byte_bpe()
+    tok.post_processor = processors.RobertaProcessing(("</s>", tok.token_to_id("</s>")),
+                                                      ("<s>", tok.token_to_id("<s>")), add_prefix_space=True)
+    _wrap_and_save(tok, folder, "RobertaTokenizer", bos_token="<s>", eos_token="</s>", pad_token="<pad>",
+                   unk_token="<unk>", cls_token="<s>", sep_token="</s>")
+    _seed(seed)
+    config = RobertaConfig(vocab_size=tok.get_vocab_size(), hidden_size=_HIDDEN, num_hidden_layers=_LAYERS,
+                           num_attention_heads=_HEADS, intermediate_size=64, max_position_embeddings=_MAX + 2,
+                           pad_token_id=tok.token_to_id("<pad>"), bos_token_id=0, eos_token_id=2)
+    RobertaModel(config).eval().save_pretrained(folder)
+    return folder
+
+
+def build_gpt2(folder: Path, seed: int = 0) -> Path:
+    """Byte-level BPE without special tokens + GPT2Model decoder: 2 layers x 4 heads."""
+    from transformers import GPT2Config, GPT2Model
+
+    folder = Path(folder)
+    tok = _byte_bpe()
+    _wrap_and_save(tok, folder, "GPT2Tokenizer", bos_token="<s>", eos_token="</s>", pad_token="<pad>",
+                   unk_token="<unk>")
+    _seed(seed)
+    config = GPT2Config(vocab_size=tok.get_vocab_size(), n_embd=_HIDDEN, n_layer=_LAYERS, n_head=_HEADS,
+                        n_positions=_MAX, bos_token_id=0, eos_token_id=2)
+    GPT2Model(config).eval().save_pretrained(folder)
+    return folder
+
+
+def build_llama(folder: Path, seed: int = 0) -> Path:
+    """SentencePiece-style Unigram (``▁``) + LlamaModel decoder with grouped-query attention.
+
+    2 layers, 4 query heads sharing 2 key/value heads; BOS ``<s>`` added in front.
+    """
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import LlamaConfig, LlamaModel
+
+    folder = Path(folder)
+    tok = Tokenizer(models.Unigram())
+    tok.normalizer = normalizers.NFKC()
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+    tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
+    trainer = trainers.UnigramTrainer(vocab_size=150, special_tokens=["<unk>", "<s>", "</s>"], unk_token="<unk>",
+                                      show_progress=False)
+    tok.train_from_iterator(CORPUS, trainer)
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B",
+                                                       special_tokens=[("<s>", tok.token_to_id("<s>"))])
+    _wrap_and_save(tok, folder, "LlamaTokenizer", bos_token="<s>", eos_token="</s>", unk_token="<unk>",
+                   pad_token="</s>")
+    _seed(seed)
+    config = LlamaConfig(vocab_size=tok.get_vocab_size(), hidden_size=_HIDDEN, intermediate_size=64,
+                         num_hidden_layers=_LAYERS, num_attention_heads=_HEADS, num_key_value_heads=2,
+                         max_position_embeddings=_MAX, bos_token_id=tok.token_to_id("<s>"),
+                         eos_token_id=tok.token_to_id("</s>"), pad_token_id=tok.token_to_id("</s>"))
+    LlamaModel(config).eval().save_pretrained(folder)
+    return folder
+
+
+#: name -> builder(folder, seed) for every family above.
+BUILDERS: dict[str, Callable[..., Path]] = {
+    "bert": build_bert,
+    "roberta": build_roberta,
+    "gpt2": build_gpt2,
+    "llama": build_llama,
+}
+
+
+def build(name: str, root: Path, seed: int = 0) -> Path:
+    """Build tiny model ``name`` (a key of :data:`BUILDERS`) in ``root/name`` and return the folder."""
+    return BUILDERS[name](Path(root) / name, seed)
