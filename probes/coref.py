@@ -16,11 +16,17 @@ Definitions (every one is an option or is written in the run record):
   (it is ``b`` itself, nested), and neither is a baseline candidate.
 * **Evaluated.** A mention with at least one antecedent (an earlier mention of its
   entity) inside its window, scored once, in the earliest window holding it
-  (:mod:`probes.windows`). First mentions, cataphors and split-antecedent plurals
-  with no earlier mention of their *own* entity (GUM ``SplitAnte=``) are counted as
+  (:mod:`probes.windows`). First mentions and cataphors are counted as
   ``no_antecedent``; mentions whose antecedents all lie outside the window are
   ``not_scorable`` (or, with ``antecedents="document"``, evaluated and wrong for
   heads and baselines alike); mentions crossing a window cut are ``cut``.
+* **Split antecedents** (GUM ``SplitAnte=``, :class:`~probes.data.SplitAntecedent`).
+  With ``split_antecedents="any-part"`` (default), a mention of a plural entity with
+  split antecedents that has no earlier mention of its *own* entity in the window
+  takes as antecedents the earlier mentions of its part entities in the window: it is
+  evaluated, and counted in ``via_split_antecedent`` (a subset of ``evaluated``). A
+  mention with an own antecedent in the window is scored against its own entity only.
+  With ``"ignore"``, parts are never antecedents (a first plural is ``no_antecedent``).
 * **Prediction.** For head ``(l, h)`` and anaphor head word ``i``: the argmax over
   the candidate words ``j`` of ``A[l, h, i, j]`` (``anaphor_to_antecedent``) or of
   ``A[l, h, j, i]`` (``antecedent_to_anaphor``), special tokens dropped, ``j != i``,
@@ -56,6 +62,7 @@ __all__ = [
     "COREF_DIRECTIONS",
     "ANTECEDENT_SCOPES",
     "SINGLETONS",
+    "SPLIT_ANTECEDENTS",
     "BASELINES",
     "AntecedentAccuracy",
     "CorefResult",
@@ -73,7 +80,9 @@ COREF_DIRECTIONS: tuple[str, ...] = ("anaphor_to_antecedent", "antecedent_to_ana
 ANTECEDENT_SCOPES: tuple[str, ...] = ("window", "document")
 BASELINES: tuple[str, ...] = ("nearest", "head_match", "rule_sieve")
 SINGLETONS: tuple[str, ...] = ("keep", "drop")
-COUNTS: tuple[str, ...] = ("evaluated", "no_antecedent", "not_scorable", "cut", "singleton_dropped")
+SPLIT_ANTECEDENTS: tuple[str, ...] = ("any-part", "ignore")
+COUNTS: tuple[str, ...] = ("evaluated", "no_antecedent", "not_scorable", "cut", "singleton_dropped",
+                           "via_split_antecedent")
 
 _BAND_EDGES = np.array([1, 2, 3, 6])  # distance d -> band index = searchsorted(edges, d, "right")
 
@@ -157,9 +166,10 @@ class _DocInfo:
     text: list[str]  # lowercased words of each mention, space-joined
     agree: list[tuple[str | None, str | None, str | None]]
     antecedents: list[list[int]]  # per mention: indices (in `order`) of its antecedents in the document
+    split: list[list[int]]  # per mention: indices of earlier mentions of its entity's split-antecedent parts
 
 
-def _doc_info(doc: Document, drop_singletons: bool = False) -> _DocInfo:
+def _doc_info(doc: Document, drop_singletons: bool = False, use_split: bool = False) -> _DocInfo:
     words = doc.words
     upos = [u for s in doc.sentences for u in (s.upos or ("_",) * len(s.words))]
     feats = [f for s in doc.sentences for f in (s.feats or ("_",) * len(s.words))]
@@ -170,11 +180,15 @@ def _doc_info(doc: Document, drop_singletons: bool = False) -> _DocInfo:
             sizes[m.entity] = sizes.get(m.entity, 0) + 1
         mentions = tuple(m for m in mentions if sizes[m.entity] > 1)
     order = mention_order(mentions)
+    parts = {s.entity: s.parts for s in doc.split_antecedents} if use_split else {}
     by_entity: dict[str, list[int]] = {}
     antecedents: list[list[int]] = []
+    split: list[list[int]] = []
     for k, m in enumerate(order):
         earlier = by_entity.setdefault(m.entity, [])
         antecedents.append([a for a in earlier if order[a].head != m.head])
+        split.append(sorted(a for p in parts.get(m.entity, ()) for a in by_entity.get(p, ())
+                            if order[a].head != m.head))
         earlier.append(k)
     return _DocInfo(
         order=order,
@@ -183,6 +197,7 @@ def _doc_info(doc: Document, drop_singletons: bool = False) -> _DocInfo:
         text=[" ".join(words[w] for w in m.words).lower() for m in order],
         agree=[agreement(words[m.head], upos[m.head], feats[m.head]) for m in order],
         antecedents=antecedents,
+        split=split,
     )
 
 
@@ -196,7 +211,8 @@ class CorefResult:
         correct: ``(n_units, n_types, n_bands, n_layers, n_heads)`` correct predictions per head.
         total: ``(n_units, n_types, n_bands)`` evaluated mentions.
         baseline_correct: ``(n_units, n_baselines, n_types, n_bands)`` correct baseline choices.
-        counts: ``{type: {evaluated, no_antecedent, not_scorable, cut}}`` mention counts.
+        counts: ``{type: {evaluated, no_antecedent, not_scorable, cut, singleton_dropped,
+            via_split_antecedent}}`` mention counts (``via_split_antecedent`` is part of ``evaluated``).
         options: the options the scores were computed with.
     """
 
@@ -269,28 +285,35 @@ class AntecedentAccuracy:
             are not scorable) or ``document`` (they count as evaluated and wrong).
         singletons: ``keep`` (default) or ``drop``: forget mentions whose entity is mentioned once in
             the document, as OntoNotes (Clark et al.'s data) never annotates them. Only the baselines
-            and ``candidates="mentions"`` change: singletons are never antecedents.
+            and ``candidates="mentions"`` change: singletons are never antecedents. A plural mentioned
+            once is a singleton too (OntoNotes has no split antecedents either).
+        split_antecedents: ``any-part`` (default) or ``ignore``: whether a plural with no earlier
+            mention of its own in the window is evaluated against the earlier mentions of its
+            split-antecedent parts (``Document.split_antecedents``; see the module doc).
     """
 
     def __init__(self, *, candidates: str = "all", direction: str = "anaphor_to_antecedent",
-                 antecedents: str = "window", singletons: str = "keep") -> None:
+                 antecedents: str = "window", singletons: str = "keep",
+                 split_antecedents: str = "any-part") -> None:
         for name, value, allowed in (("candidates", candidates, CANDIDATE_SETS),
                                      ("direction", direction, COREF_DIRECTIONS),
                                      ("antecedents", antecedents, ANTECEDENT_SCOPES),
-                                     ("singletons", singletons, SINGLETONS)):
+                                     ("singletons", singletons, SINGLETONS),
+                                     ("split_antecedents", split_antecedents, SPLIT_ANTECEDENTS)):
             if value not in allowed:
                 raise ConfigError(f"{name}: expected one of {', '.join(allowed)}, found {value!r}")
         self.candidates = candidates
         self.direction = direction
         self.antecedents = antecedents
         self.singletons = singletons
+        self.split_antecedents = split_antecedents
         self.reset()
 
     @property
     def options(self) -> dict[str, str]:
         """The scoring options, as written in the run record."""
         return {"candidates": self.candidates, "direction": self.direction, "antecedents": self.antecedents,
-                "singletons": self.singletons}
+                "singletons": self.singletons, "split_antecedents": self.split_antecedents}
 
     def reset(self) -> None:
         """Forget everything seen."""
@@ -304,7 +327,7 @@ class AntecedentAccuracy:
 
     def _info(self, doc: Document) -> _DocInfo:
         if self._cache is None or self._cache[0] is not doc:
-            self._cache = (doc, _doc_info(doc, self.singletons == "drop"))
+            self._cache = (doc, _doc_info(doc, self.singletons == "drop", self.split_antecedents == "any-part"))
             if self.singletons == "drop":  # counted once per document, by the type of the dropped mention
                 kept = {(m.start, m.end, m.head, m.entity) for m in self._cache[1].order}
                 upos = [u for s in doc.sentences for u in (s.upos or ("_",) * len(s.words))]
@@ -337,7 +360,7 @@ class AntecedentAccuracy:
         info = self._info(doc)
 
         evaluated: list[int] = []  # mention indices (in info.order)
-        in_window: list[bool] = []  # has an antecedent inside the window
+        golds: list[list[int]] = []  # per evaluated mention: its antecedents inside the window (may be empty)
         bands: list[int] = []
         for k, m in enumerate(info.order):
             if not (window.prev_end < m.end <= window.end):
@@ -346,19 +369,24 @@ class AntecedentAccuracy:
             if m.start < window.start:
                 self._counts[t, 3] += 1  # cut: no window holds it
                 continue
-            antes = info.antecedents[k]
-            if not antes:
+            own, parts = info.antecedents[k], info.split[k]  # parts: empty unless split_antecedents="any-part"
+            if not own and not parts:
                 self._counts[t, 1] += 1
                 continue
-            held = [a for a in antes if window.holds(info.order[a].start, info.order[a].end)]
+            held = [a for a in own if window.holds(info.order[a].start, info.order[a].end)]
+            via_split = False
+            if not held and parts:  # no own antecedent in the window: the parts' earlier mentions stand in
+                held = [a for a in parts if window.holds(info.order[a].start, info.order[a].end)]
+                via_split = bool(held) or not own
             if not held and self.antecedents == "window":
                 self._counts[t, 2] += 1
                 continue
-            near = max(held or antes, key=lambda a: info.order[a].start)
+            near = max(held or own + parts, key=lambda a: info.order[a].start)
             evaluated.append(k)
-            in_window.append(bool(held))
+            golds.append(held)
             bands.append(int(distance_band(m.sentence - info.order[near].sentence)))
             self._counts[t, 0] += 1
+            self._counts[t, 5] += via_split
             if not held:
                 self._counts[t, 2] += 1  # evaluated as wrong, still reported as outside the window
         if not evaluated:
@@ -366,20 +394,19 @@ class AntecedentAccuracy:
         types = info.types[evaluated]
         band_idx = np.asarray(bands, dtype=np.intp)
         np.add.at(self._total[doc.doc_id], (types, band_idx), 1)
-        correct = self._score_heads(window, word_attention, info, evaluated)  # (L, H, E)
-        correct &= np.asarray(in_window)[None, None, :]
+        correct = self._score_heads(window, word_attention, info, evaluated, golds)  # (L, H, E)
         flat = correct.reshape(-1, len(evaluated)).T.astype(np.int64)  # (E, L*H)
         acc = self._correct[doc.doc_id].reshape(len(MENTION_TYPES), len(DISTANCE_BANDS), -1)
         np.add.at(acc, (types, band_idx), flat)
         held = self._held(window, info)
         for b, name in enumerate(BASELINES):
-            ok = np.array([in_window[e] and self._baseline(name, info, k, held)
+            ok = np.array([self._baseline(name, info, k, held, golds[e])
                            for e, k in enumerate(evaluated)], dtype=np.int64)
             np.add.at(self._base[doc.doc_id][b], (types, band_idx), ok)
 
-    def _score_heads(self, window: Window, wa: WordAttention, info: _DocInfo,
-                     evaluated: list[int]) -> npt.NDArray[np.bool_]:
-        """``(L, H, E)``: does each head's most attended candidate word head an antecedent?"""
+    def _score_heads(self, window: Window, wa: WordAttention, info: _DocInfo, evaluated: list[int],
+                     golds: list[list[int]]) -> npt.NDArray[np.bool_]:
+        """``(L, H, E)``: does each head's most attended candidate word head an antecedent in ``golds``?"""
         pos = wa.word_index  # (n,) positions of the window's words among all positions
         n = len(pos)
         rows = np.array([info.order[k].head - window.start for k in evaluated], dtype=np.intp)  # (E,)
@@ -398,11 +425,8 @@ class AntecedentAccuracy:
                 mask[e, [info.order[c].head - window.start for c in held if c < k]] = True
             allowed &= mask
         gold = np.zeros((len(evaluated), n), dtype=bool)  # (E, n) heads of antecedents in the window
-        for e, k in enumerate(evaluated):
-            for a in info.antecedents[k]:
-                m = info.order[a]
-                if window.holds(m.start, m.end):
-                    gold[e, m.head - window.start] = True
+        for e, held in enumerate(golds):
+            gold[e, [info.order[a].head - window.start for a in held]] = True
         masked = np.where(allowed[None, None], scores, -np.inf)  # (L, H, E, n)
         pred = masked.argmax(axis=-1)  # (L, H, E), ties -> left-most
         hit = np.take_along_axis(np.broadcast_to(gold, masked.shape), pred[..., None], axis=-1)[..., 0]
@@ -412,8 +436,12 @@ class AntecedentAccuracy:
         """Indices (in document order) of the mentions lying inside ``window``."""
         return [c for c, m in enumerate(info.order) if window.start <= m.start and m.end <= window.end]
 
-    def _baseline(self, name: str, info: _DocInfo, k: int, held: list[int]) -> bool:
-        """Does baseline ``name`` pick a mention of the anaphor's entity? ``held``: mentions in the window."""
+    def _baseline(self, name: str, info: _DocInfo, k: int, held: list[int], gold: list[int]) -> bool:
+        """Does baseline ``name`` pick one of ``gold`` (the anaphor's antecedents in the window)?
+
+        ``held``: the mentions in the window. ``gold`` holds mentions of the anaphor's own entity, or,
+        for a mention evaluated through split antecedents, mentions of its parts.
+        """
         m = info.order[k]
         cands = [c for c in reversed(held[:bisect_left(held, k)]) if info.order[c].head != m.head]  # nearest first
         pick: int | None = None
@@ -430,7 +458,7 @@ class AntecedentAccuracy:
                 pick = next((c for c in cands if sieve(c)), None)
                 if pick is not None:
                     break
-        return pick is not None and info.order[pick].entity == m.entity
+        return pick is not None and pick in gold
 
     def compute(self) -> CorefResult:
         """The counts seen so far as a :class:`CorefResult`."""

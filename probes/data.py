@@ -1,4 +1,4 @@
-"""Pure data types: sentences, documents, mentions, bridging links.
+"""Pure data types: sentences, documents, mentions, bridging links, split antecedents.
 
 Conventions (CoNLL-U): ``heads`` are 1-based word numbers with ``0`` for ROOT;
 every other position in these types (mention spans, word offsets) is 0-based.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["Sentence", "Mention", "Bridge", "Document", "base_relation"]
+__all__ = ["Sentence", "Mention", "Bridge", "SplitAntecedent", "Document", "base_relation"]
 
 
 def base_relation(label: str) -> str:
@@ -118,11 +118,27 @@ class Bridge:
 
 
 @dataclass(frozen=True, slots=True)
+class SplitAntecedent:
+    """Entity ``entity`` (a plural such as *they*) has the separate antecedent entities ``parts``.
+
+    GUM writes ``SplitAnte=4<54,9<54``: entity 54 is made of entities 4 and 9.
+
+    Attributes:
+        entity: id of the anaphor entity.
+        parts: ids of its antecedent entities, in file order, each once.
+    """
+
+    entity: str
+    parts: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Document:
     """Sentences in order, with coreference mentions and bridging links.
 
     Mention word offsets are document-level: word ``k`` of sentence ``s`` has
-    offset ``sentence_starts[s] + k``.
+    offset ``sentence_starts[s] + k``. ``split_antecedents`` holds one
+    :class:`SplitAntecedent` per anaphor entity, in file order.
     """
 
     doc_id: str
@@ -132,6 +148,7 @@ class Document:
     path: str | None = None
     line: int | None = None
     sentence_starts: tuple[int, ...] = field(default=())
+    split_antecedents: tuple[SplitAntecedent, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.sentence_starts:

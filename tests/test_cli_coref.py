@@ -25,6 +25,12 @@ def test_bad_candidate_set_is_one_error_line(tiny: Path, capsys: pytest.CaptureF
     assert err.strip() == "error: candidates: expected one of all, earlier, mentions, found 'nouns'"
 
 
+def test_bad_split_antecedents_option(tiny: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["coref", "--model", "unused", "--corpus", str(tiny), "--split-antecedents", "all"]) == 1
+    assert capsys.readouterr().err.strip() == (
+        "error: split_antecedents: expected one of any-part, ignore, found 'all'")
+
+
 @pytest.mark.parametrize("command", ["coref", "bridging"])
 def test_missing_corpus_is_a_usage_error(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main([command, "--model", "m", "--corpus", "/no/such/file.conllu"]) == 2
@@ -57,15 +63,22 @@ def test_coref_end_to_end(tiny: Path, minilm_path: Path, tmp_path: Path, capsys:
                  "run.json", "coref_heatmap.png", "coref_heatmaps.png"):
         assert (out / name).is_file(), name
     run = json.loads((out / "run.json").read_text())
-    # evaluated: She (Anna), the house (a house), Carl (the cataphor he); the plural They is a first mention
-    assert {t: c["evaluated"] for t, c in run["counts"].items()} == {"pronoun": 1, "proper": 1, "nominal": 1}
-    assert {t: c["no_antecedent"] for t, c in run["counts"].items()} == {"pronoun": 2, "proper": 2, "nominal": 2}
+    # evaluated: She (Anna), the house (a house), Carl (the cataphor he), and (default --split-antecedents
+    # any-part) the plural They through its parts Anna and Ben
+    assert {t: c["evaluated"] for t, c in run["counts"].items()} == {"pronoun": 2, "proper": 1, "nominal": 1}
+    assert {t: c["via_split_antecedent"] for t, c in run["counts"].items()} == {"pronoun": 1, "proper": 0,
+                                                                                "nominal": 0}
+    assert {t: c["no_antecedent"] for t, c in run["counts"].items()} == {"pronoun": 1, "proper": 2, "nominal": 2}
     assert run["options"]["candidates"] == "all" and run["data"]["documents"] == 2
+    assert run["options"]["split_antecedents"] == "any-part"
+    assert run["definitions"]["split_antecedents"].startswith("any-part:")
     assert len(run["data"]["sha256"]) == 64 and run["versions"]["numpy"]
     rows = json.loads((out / "coref_leaderboard.json").read_text())["rows"]
     base = {r["system"]: r["accuracy"] for r in rows if r["kind"] == "baseline" and r["mention_type"] == "all"}
-    # nearest: She->house x, the house->Ben x, Carl->he ok; head match: only the house; sieve: + Carl
-    assert base == pytest.approx({"Nearest mention": 1 / 3, "Head-word match": 1 / 3, "Rule-based sieve": 2 / 3})
+    # nearest: She->house x, the house->Ben x, Carl->he ok, They->the house x; head match: only the house;
+    # sieve: + Carl (They: no plural mention agrees, so nearest, the house: wrong)
+    assert base == pytest.approx({"Nearest mention": 1 / 4, "Head-word match": 1 / 4, "Rule-based sieve": 2 / 4})
+    assert "of which via split antecedents" in (out / "coref_leaderboard.md").read_text()
     with (out / "scores.csv").open() as fh:
         heads = [r["head"] for r in csv.DictReader(fh)]
     assert len(heads) == 72 and heads[0] == "1-1" and heads[-1] == "6-12"

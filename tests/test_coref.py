@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,13 +12,14 @@ import pytest
 from probes.attention import WordAttention
 from probes.coref import (
     BASELINES,
+    SPLIT_ANTECEDENTS,
     AntecedentAccuracy,
     agreement,
     distance_band,
     mention_order,
     mention_type,
 )
-from probes.data import Document, Mention, Sentence
+from probes.data import Document, Mention, Sentence, SplitAntecedent
 from probes.errors import AlignmentError, ConfigError
 from probes.windows import Window, document_windows
 
@@ -102,9 +105,12 @@ def test_counts_per_type_on_the_hand_worked_document() -> None:
     # evaluated: He, her (pronoun); Sue (proper); the old man, the dog that barked, the dog (nominal)
     # no antecedent: she (cataphor), They (split antecedent) | John, Mary | the dog (first)
     assert res.counts == {
-        "pronoun": {"evaluated": 2, "no_antecedent": 2, "not_scorable": 0, "cut": 0, "singleton_dropped": 0},
-        "proper": {"evaluated": 1, "no_antecedent": 2, "not_scorable": 0, "cut": 0, "singleton_dropped": 0},
-        "nominal": {"evaluated": 3, "no_antecedent": 1, "not_scorable": 0, "cut": 0, "singleton_dropped": 0},
+        "pronoun": {"evaluated": 2, "no_antecedent": 2, "not_scorable": 0, "cut": 0, "singleton_dropped": 0,
+                    "via_split_antecedent": 0},
+        "proper": {"evaluated": 1, "no_antecedent": 2, "not_scorable": 0, "cut": 0, "singleton_dropped": 0,
+                   "via_split_antecedent": 0},
+        "nominal": {"evaluated": 3, "no_antecedent": 1, "not_scorable": 0, "cut": 0, "singleton_dropped": 0,
+                    "via_split_antecedent": 0},
     }
     assert res.total.sum() == 6
     # distance to the nearest antecedent: Sue -> she is 0 sentences, all others 1
@@ -191,17 +197,23 @@ def test_mention_crossing_a_window_cut_is_counted_as_cut() -> None:
         acc.update(w, pointer_attention(w.n_words, [{}]))
     res = acc.compute()
     assert res.counts["nominal"] == {"evaluated": 0, "no_antecedent": 1, "not_scorable": 1, "cut": 1,
-                                     "singleton_dropped": 0}
+                                     "singleton_dropped": 0, "via_split_antecedent": 0}
 
 
-def slow_reference(doc: Document, att: np.ndarray, candidates: str, direction: str) -> np.ndarray:
-    """Accuracy per head, written independently with plain loops over one whole-document window."""
+def slow_reference(doc: Document, att: np.ndarray, candidates: str, direction: str,
+                   parts: dict[str, tuple[str, ...]] | None = None) -> np.ndarray:
+    """Accuracy per head, written independently with plain loops over one whole-document window.
+
+    ``parts``: split antecedents (anaphor entity -> part entities), used when a mention has no own antecedent.
+    """
     ms = sorted(doc.mentions, key=lambda m: (m.start, -m.end, m.head))
     n_layers, n_heads, n, _ = att.shape
     correct = np.zeros((n_layers, n_heads))
     total = 0
     for k, m in enumerate(ms):
         gold = {a.head for a in ms[:k] if a.entity == m.entity and a.head != m.head}
+        if not gold and parts:
+            gold = {a.head for a in ms[:k] if a.entity in parts.get(m.entity, ()) and a.head != m.head}
         if not gold:
             continue
         total += 1
@@ -238,6 +250,25 @@ def test_matches_slow_reference_on_random_attention(candidates: str, direction: 
     acc.update(w, wa)
     expected = slow_reference(doc, wa.words_only(), candidates, direction)
     np.testing.assert_allclose(acc.compute().accuracy(), expected)
+
+
+@pytest.mark.parametrize("candidates", ["all", "earlier", "mentions"])
+@pytest.mark.parametrize("direction", ["anaphor_to_antecedent", "antecedent_to_anaphor"])
+def test_split_antecedents_match_slow_reference(candidates: str, direction: str) -> None:
+    rng = np.random.default_rng(3)
+    doc = dataclasses.replace(make_doc(), split_antecedents=(SplitAntecedent("pair", ("john", "mary")),
+                                                             SplitAntecedent("sue", ("dog",))))
+    w = one_window(doc)
+    raw = rng.random((2, 2, w.n_words + 2, w.n_words + 2))
+    special = np.r_[True, np.zeros(w.n_words, bool), True]
+    wa = WordAttention(raw, special, (0, 1), (0, 1))
+    acc = AntecedentAccuracy(candidates=candidates, direction=direction)
+    acc.update(w, wa)
+    # 'sue' has its own antecedent for Sue (18) but none for the cataphor 'she' (15): no dog before it either
+    parts = {"pair": ("john", "mary"), "sue": ("dog",)}
+    np.testing.assert_allclose(acc.compute().accuracy(), slow_reference(doc, wa.words_only(), candidates,
+                                                                        direction, parts))
+    assert acc.compute().total.sum() == 7
 
 
 def test_merge_equals_one_pass_and_reset_forgets() -> None:
@@ -287,3 +318,108 @@ def test_small_helpers() -> None:
     assert agreement("I", "PRON", "Number=Sing|Person=1") == ("Sing", None, "1")
     outer, inner = Mention("e", (1, 2, 3), 2, 0), Mention("e", (1, 2), 2, 0)
     assert mention_order([inner, Mention("f", (0,), 0, 0), outer])[1:] == [outer, inner]
+
+
+# ---------------------------------------------------------------------------------- split antecedents
+# tests/fixtures/coref/split_antecedents.conllu, offsets (one sentence per group):
+#   Anna 0 met Ben 2 . | She 4 thanked him 6 . | They 8 left together . | Later they 13 returned . |
+#   Anna 16 told Ben 18 they 19 won .           entities: 1 = Anna, 2 = Ben, 3 = They (SplitAnte=1<3,2<3)
+SPLIT_TARGETS = [
+    # head 0: She->Anna ok, him->Ben ok, They->Ben (a part: ok with any-part), they(13)->Anna (wrong: its own
+    #         antecedent They is in the window, so only entity 3 counts), Anna(16)->She ok, Ben(18)->told x,
+    #         they(19)->they(13) ok
+    {4: {0: 0.5}, 6: {2: 0.5}, 8: {2: 0.5}, 13: {0: 0.5}, 16: {4: 0.5}, 18: {17: 0.5}, 19: {13: 0.5}},
+    {},  # head 1: uniform rows, ties left-most: everything picks Anna (0)
+]
+
+
+@pytest.fixture()
+def split_doc(fixtures_dir: Path) -> Document:
+    from probes.corpora import read_documents
+
+    (doc,) = read_documents(fixtures_dir / "coref" / "split_antecedents.conllu")
+    assert doc.split_antecedents == (SplitAntecedent("3", ("1", "2")),)
+    return doc
+
+
+def run_split(doc: Document, **options: str):
+    acc = AntecedentAccuracy(**options)
+    w = one_window(doc)
+    acc.update(w, pointer_attention(w.n_words, SPLIT_TARGETS))
+    return acc.compute()
+
+
+def test_split_antecedent_plural_is_evaluated_against_its_parts(split_doc: Document) -> None:
+    res = run_split(split_doc)  # default: any-part
+    assert res.options["split_antecedents"] == "any-part"
+    # pronouns: She, him, They (via its parts Anna, Ben, She, him), they, they; proper: Anna, Ben (second ones)
+    assert {t: (c["evaluated"], c["via_split_antecedent"], c["no_antecedent"]) for t, c in res.counts.items()} \
+        == {"pronoun": (5, 1, 0), "proper": (2, 0, 2), "nominal": (0, 0, 0)}
+    np.testing.assert_allclose(res.accuracy()[0], [5 / 7, 3 / 7])
+    # head 1 (all Anna): She ok, him x, They ok (Anna is a part), they x, they x
+    np.testing.assert_allclose(res.accuracy("pronoun")[0], [4 / 5, 2 / 5])
+    # They: nearest part mention is him (sentence 1), one sentence back; Anna/Ben(16/18): 3 back to She/him
+    assert res.total[0].sum(axis=0).tolist() == [0, 5, 0, 2, 0]
+    # nearest: She->Ben x, him->She x, They->him ok (part), they->They ok, Anna->they x, Ben->Anna x, they->Ben x
+    # head match: they->They, Anna->Anna, Ben->Ben, they->they; the plural They has no 'they' before it
+    # sieve: She->Ben x (no gender on Ben), him->Ben ok, They->him ok (no plural agrees: nearest), then the
+    #        exact-string matches they, Anna, Ben, they
+    assert [res.baseline_accuracy(b) for b in BASELINES] == pytest.approx([2 / 7, 4 / 7, 6 / 7])
+
+
+def test_ignoring_split_antecedents_is_the_old_rule(split_doc: Document) -> None:
+    res = run_split(split_doc, split_antecedents="ignore")
+    assert {t: (c["evaluated"], c["via_split_antecedent"], c["no_antecedent"]) for t, c in res.counts.items()} \
+        == {"pronoun": (4, 0, 1), "proper": (2, 0, 2), "nominal": (0, 0, 0)}
+    np.testing.assert_allclose(res.accuracy()[0], [4 / 6, 2 / 6])
+    assert [res.baseline_accuracy(b) for b in BASELINES] == pytest.approx([1 / 6, 4 / 6, 5 / 6])
+    # the same document without its SplitAnte links scores identically under both options
+    bare = dataclasses.replace(split_doc, split_antecedents=())
+    for option in SPLIT_ANTECEDENTS:
+        other = run_split(bare, split_antecedents=option)
+        np.testing.assert_array_equal(other.correct, res.correct)
+        np.testing.assert_array_equal(other.baseline_correct, res.baseline_correct)
+        assert other.counts == res.counts
+
+
+def test_split_antecedents_in_single_sentence_windows(split_doc: Document) -> None:
+    windows = document_windows(split_doc, one_token_per_word, 9, stride=1)
+    assert [(w.start, w.end) for w in windows] == [(0, 4), (4, 8), (8, 12), (12, 16), (16, 22)]
+
+    def scan(**options: str):
+        acc = AntecedentAccuracy(**options)
+        for w in windows:
+            acc.update(w, pointer_attention(w.n_words, [{}]))
+        return acc.compute()
+
+    def counts(res) -> dict[str, tuple[int, ...]]:
+        keys = ("evaluated", "via_split_antecedent", "no_antecedent", "not_scorable")
+        return {t: tuple(c[k] for k in keys) for t, c in res.counts.items() if t != "nominal"}
+
+    anypart, ignore, document = scan(), scan(split_antecedents="ignore"), scan(antecedents="document")
+    # any-part: only they(19) is scorable, through Anna and Ben of its own sentence (own antecedents are
+    # outside); They(8) has parts only in earlier windows: not scorable instead of no antecedent
+    assert counts(anypart) == {"pronoun": (1, 1, 0, 4), "proper": (0, 0, 2, 2)}
+    assert counts(ignore) == {"pronoun": (0, 0, 1, 4), "proper": (0, 0, 2, 2)}
+    # document scope: the out-of-window ones are evaluated (and wrong); They(8) and they(19) via their parts
+    assert counts(document) == {"pronoun": (5, 2, 0, 4), "proper": (2, 0, 2, 2)}
+    # they(19): the uniform head picks Anna(16), a part; nearest picks Ben(18), a part; no 'they' to match;
+    # the sieve finds no plural and falls back to nearest
+    assert anypart.accuracy()[0, 0] == 1.0
+    assert [anypart.baseline_accuracy(b) for b in BASELINES] == pytest.approx([1, 0, 1])
+    assert [document.baseline_accuracy(b) for b in BASELINES] == pytest.approx([1 / 7, 0, 1 / 7])
+
+
+def test_split_antecedents_on_the_first_hand_worked_document() -> None:
+    # 'They' (20) = John + Mary: with any-part it is evaluated; heads 1 and 2 pick John (uniform row, left-most)
+    doc = dataclasses.replace(make_doc(), split_antecedents=(SplitAntecedent("pair", ("john", "mary")),))
+    res = run(doc)
+    assert res.counts["pronoun"]["evaluated"] == 3 and res.counts["pronoun"]["via_split_antecedent"] == 1
+    np.testing.assert_allclose(res.accuracy()[0], [0 / 7, 6 / 7, 3 / 7])
+    # They's nearest earlier mention is Sue (not a part), no 'they' head, nothing plural for the sieve
+    assert [res.baseline_accuracy(b) for b in BASELINES] == pytest.approx([3 / 7, 2 / 7, 4 / 7])
+    old = run(doc, split_antecedents="ignore")
+    np.testing.assert_allclose(old.accuracy()[0], [0 / 6, 5 / 6, 2 / 6])
+    # dropping singletons drops the once-mentioned plural too (OntoNotes has no split antecedents)
+    drop = run(doc, singletons="drop")
+    assert drop.counts["pronoun"]["singleton_dropped"] == 1 and drop.total.sum() == 6

@@ -74,17 +74,35 @@ def independent_mentions(path: Path) -> list[list[tuple[str, int, int, int]]]:
     return docs
 
 
-def evaluated_independently(mentions: list[tuple[str, int, int, int]], windows: Sequence[tuple[int, int]]) -> int:
-    """Mentions with an earlier same-entity mention (other head) inside the first window holding them."""
+def independent_split_antecedents(path: Path) -> list[dict[str, set[str]]]:
+    """Per document: anaphor entity -> its split-antecedent entities, from ``SplitAnte=ante<ana`` with a regex."""
+    docs: list[dict[str, set[str]]] = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("# newdoc"):
+            docs.append({})
+        for value in re.findall(r"SplitAnte=([^|\t]*)", line):
+            for ante, ana in re.findall(r"([^,<]+)<([^,<]+)", value):
+                docs[-1].setdefault(ana, set()).add(ante)
+    return docs
+
+
+def evaluated_independently(mentions: list[tuple[str, int, int, int]], windows: Sequence[tuple[int, int]],
+                            parts: dict[str, set[str]]) -> tuple[int, int]:
+    """``(evaluated, via split)``: mentions with an earlier mention (other head) of their entity inside the
+    first window holding them, or else (split antecedents, ``any-part``) of one of their entity's parts."""
     order = sorted(mentions, key=lambda m: (m[1], -m[2], m[3]))
-    n = 0
+    n = via = 0
     for k, (ent, s, e, h) in enumerate(order):
         home = next((w for w in windows if w[0] <= s and e <= w[1]), None)
         if home is None:
             continue
-        if any(a[0] == ent and a[3] != h and home[0] <= a[1] and a[2] <= home[1] for a in order[:k]):
+        inside = [a for a in order[:k] if a[3] != h and home[0] <= a[1] and a[2] <= home[1]]
+        if any(a[0] == ent for a in inside):
             n += 1
-    return n
+        elif any(a[0] in parts.get(ent, ()) for a in inside):
+            n += 1
+            via += 1
+    return n, via
 
 
 def uniform(n: int) -> WordAttention:
@@ -96,41 +114,47 @@ def gum_dev(gum: Path):
     from probes.corpora import read_documents
 
     path = gum / "en_gum-ud-dev.conllu"
-    return path, list(read_documents(path)), independent_mentions(path)
+    return path, list(read_documents(path)), independent_mentions(path), independent_split_antecedents(path)
 
 
 def test_whole_document_windows_evaluate_every_mention_with_an_antecedent(gum_dev) -> None:
-    path, docs, indep = gum_dev
-    assert len(docs) == len(indep) == 30
+    path, docs, indep, splits = gum_dev
+    assert len(docs) == len(indep) == len(splits) == 30
     assert sum(map(len, indep)) == sum(len(d.mentions) for d in docs)
-    acc = AntecedentAccuracy()
-    expected = 0
-    for doc, mentions in zip(docs, indep):
-        (w,) = document_windows(doc, lambda words: len(words) + 2, 10**6)
-        acc.update(w, uniform(w.n_words))
-        expected += evaluated_independently(mentions, [(0, doc.n_words)])
-    res = acc.compute()
-    evaluated = sum(c["evaluated"] for c in res.counts.values())
-    assert evaluated == expected == int(res.total.sum())
-    assert evaluated + sum(c["no_antecedent"] for c in res.counts.values()) == sum(map(len, indep))
+    for option in ("any-part", "ignore"):
+        acc = AntecedentAccuracy(split_antecedents=option)
+        expected = [0, 0]
+        for doc, mentions, parts in zip(docs, indep, splits):
+            (w,) = document_windows(doc, lambda words: len(words) + 2, 10**6)
+            acc.update(w, uniform(w.n_words))
+            n, via = evaluated_independently(mentions, [(0, doc.n_words)], parts if option == "any-part" else {})
+            expected = [expected[0] + n, expected[1] + via]
+        res = acc.compute()
+        evaluated = sum(c["evaluated"] for c in res.counts.values())
+        assert [evaluated, sum(c["via_split_antecedent"] for c in res.counts.values())] == expected
+        assert evaluated == int(res.total.sum())
+        assert evaluated + sum(c["no_antecedent"] for c in res.counts.values()) == sum(map(len, indep))
 
 
 def test_default_minilm_windows_match_the_independent_count(gum_dev, minilm_path: Path) -> None:
     from transformers import AutoTokenizer
 
-    path, docs, indep = gum_dev
+    path, docs, indep, splits = gum_dev
     tok = AutoTokenizer.from_pretrained(str(minilm_path))
 
     def count(words: Sequence[str]) -> int:
         return len(tok(list(words), is_split_into_words=True)["input_ids"])
 
-    acc = AntecedentAccuracy()
-    expected = 0
-    for doc, mentions in zip(docs, indep):
+    acc = AntecedentAccuracy()  # default: split_antecedents="any-part"
+    expected, via = 0, 0
+    for doc, mentions, parts in zip(docs, indep, splits):
         windows = document_windows(doc, count, 512)
         for w in windows:
             acc.update(w, uniform(w.n_words))
-        expected += evaluated_independently(mentions, [(w.start, w.end) for w in windows])
+        n, v = evaluated_independently(mentions, [(w.start, w.end) for w in windows], parts)
+        expected, via = expected + n, via + v
     res = acc.compute()
     assert sum(c["evaluated"] for c in res.counts.values()) == expected
-    assert expected == 3820  # all-MiniLM-L6-v2 (512 tokens, stride 255): the README's "evaluated" count
+    assert sum(c["via_split_antecedent"] for c in res.counts.values()) == via
+    # all-MiniLM-L6-v2 (512 tokens, stride 255): the README's "evaluated" count, of which via split antecedents
+    assert (expected, via) == (3837, 17)

@@ -8,6 +8,7 @@ import pytest
 
 from probes.corpora import ReadReport, read_documents
 from probes.corpora.coref import parse_entity_chunks, tree_head
+from probes.data import SplitAntecedent
 from probes.errors import AnnotationError
 
 CORPORA = Path(__file__).resolve().parent / "fixtures" / "corpora"
@@ -50,11 +51,52 @@ def test_bridge_resolves_to_closest_preceding_mention(story) -> None:
 
 def test_dropped_things_are_counted(story) -> None:
     _, report = story
-    assert report.dropped == {
-        "mentions of empty nodes only (no word)": 1,
-        "SplitAnte links (read, not kept)": 2,
-    }
+    assert report.dropped == {"mentions of empty nodes only (no word)": 1}  # SplitAnte is kept now
     assert report.documents == 1 and report.sentences == 4
+
+
+def test_split_antecedents_are_kept(story) -> None:
+    doc, _ = story
+    # "They both left." carries SplitAnte=e1<e5,e2<e5: entity e5 is the man (e1) plus his dog (e2)
+    assert doc.split_antecedents == (SplitAntecedent("e5", ("e1", "e2")),)
+
+
+SPLIT_DOC = """# newdoc id = pair
+# sent_id = pair-1
+1\tAnna\t_\tPROPN\t_\t_\t2\tnsubj\t_\tEntity=(a-person-1)
+2\tmet\t_\tVERB\t_\t_\t0\troot\t_\t_
+3\tBen\t_\tPROPN\t_\t_\t2\tobj\t_\tEntity=(b-person-1)
+4\tand\t_\tCCONJ\t_\t_\t5\tcc\t_\t_
+5\tCy\t_\tPROPN\t_\t_\t3\tconj\t_\tEntity=(c-person-1)
+
+# sent_id = pair-2
+1\tThey\t_\tPRON\t_\t_\t2\tnsubj\t_\tEntity=(g-person-1)|SplitAnte={first}
+2\tleft\t_\tVERB\t_\t_\t0\troot\t_\t_
+3\tthey\t_\tPRON\t_\t_\t2\tobj\t_\tEntity=(g-person-1)|SplitAnte={second}
+"""
+
+
+def test_split_antecedent_links_of_one_entity_are_merged_in_file_order(tmp_path: Path) -> None:
+    path = tmp_path / "pair.conllu"
+    path.write_text(SPLIT_DOC.format(first="b<g,a<g", second="c<g,a<g"), encoding="utf-8")
+    (doc,) = read_documents(path)
+    # links on two mentions of g: b, a, then c (a again is not repeated)
+    assert doc.split_antecedents == (SplitAntecedent("g", ("b", "a", "c")),)
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "message"),
+    [
+        ("a<g", "x<g", r"pair\.conllu:12: .*expected split-antecedent entity x to have a mention"),
+        ("a<zz", "b<g", r"pair\.conllu:10: .*expected split-antecedent entity zz to have a mention"),
+        ("a-g", "b<g", r"pair\.conllu:10: .*expected SplitAnte=antecedent<anaphor, found 'a-g'"),
+    ],
+)
+def test_bad_split_antecedent_is_located(tmp_path: Path, first: str, second: str, message: str) -> None:
+    path = tmp_path / "pair.conllu"
+    path.write_text(SPLIT_DOC.format(first=first, second=second), encoding="utf-8")
+    with pytest.raises(AnnotationError, match=message):
+        list(read_documents(path))
 
 
 def test_entity_chunks() -> None:

@@ -70,6 +70,31 @@ def test_gum_dev_documents_mentions_bridges(gum: Path) -> None:
     entity_values = re.findall(r"[\t|]Entity=([^|\t\n]*)", text)
     assert sum(v.count("(") for v in entity_values) == sum(len(d.mentions) for d in docs) == 7897
     assert report.n_skipped == 0
+    assert not report.dropped  # SplitAnte links are kept, nothing else is dropped in GUM dev
+
+
+def test_gum_dev_split_antecedents(gum: Path) -> None:
+    """Every ``SplitAnte=ante<ana`` link of GUM dev, counted with a regex per document, is kept."""
+    path = gum / "en_gum-ud-dev.conllu"
+    docs = list(read_documents(path))
+    expected: dict[str, dict[str, list[str]]] = {}  # doc -> anaphor -> parts in file order
+    values = 0
+    doc = ""
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("# newdoc id = "):
+            doc = line.split("= ", 1)[1]
+        for value in re.findall(r"[\t|]SplitAnte=([^|\t\n]*)", line):
+            values += 1
+            for ante, ana in re.findall(r"([^,<]+)<([^,<]+)", value):
+                parts = expected.setdefault(doc, {}).setdefault(ana, [])
+                parts += [] if ante in parts else [ante]
+    got = {d.doc_id: {s.entity: list(s.parts) for s in d.split_antecedents} for d in docs if d.split_antecedents}
+    assert values == 15
+    assert got == expected
+    assert sum(len(p) for d in expected.values() for p in d.values()) == 33  # links (15 anaphor entities)
+    for d in docs:  # every part and anaphor entity has a mention in its document
+        entities = {m.entity for m in d.mentions}
+        assert all({s.entity, *s.parts} <= entities for s in d.split_antecedents)
 
 
 def test_gum_dev_heads_agree_with_minspan(gum: Path) -> None:

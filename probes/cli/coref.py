@@ -157,9 +157,10 @@ def coref_tables(result: CorefResult, selection: CorefResult | None, *, n_resamp
     count_rows = [{"mention_type": t, **result.counts[t]} for t in MENTION_TYPES]
     count_rows.append({"mention_type": "all", **{k: sum(result.counts[t][k] for t in MENTION_TYPES)
                                                    for k in result.counts[MENTION_TYPES[0]]}})
-    ccols = ["mention_type", "evaluated", "no_antecedent", "not_scorable", "cut", "singleton_dropped"]
-    cheads = ["type", "evaluated", "no antecedent", "antecedent outside window", "cut by window",
-              "singletons dropped"]
+    ccols = ["mention_type", "evaluated", "via_split_antecedent", "no_antecedent", "not_scorable", "cut",
+             "singleton_dropped"]
+    cheads = ["type", "evaluated", "of which via split antecedents", "no antecedent", "antecedent outside window",
+              "cut by window", "singletons dropped"]
     md += "\n" + markdown_table(count_rows, ccols, headers=cheads)
     txt += "\n" + text_table(count_rows, ccols, headers=cheads)
     if best_all is not None:
@@ -271,6 +272,10 @@ def coref(
                                          "document: they count as wrong."),
     singletons: str = typer.Option("keep", "--singletons",
                                    help="keep | drop: drop mentions of once-mentioned entities (OntoNotes-style)."),
+    split_antecedents: str = typer.Option("any-part", "--split-antecedents",
+                                          help="any-part: a plural with no earlier mention of its own in the window "
+                                               "(GUM SplitAnte=) is scored against its parts' earlier mentions; "
+                                               "ignore: it counts as no antecedent."),
     batch_size: int = typer.Option(4, "--batch-size", help="Windows per forward pass."),
     device: str | None = typer.Option(None, "--device", help="cpu, cuda, cuda:1 ... (default: CUDA if available)."),
     revision: str | None = typer.Option(None, "--revision", help="Model revision (hub models)."),
@@ -279,7 +284,7 @@ def coref(
 ) -> None:
     """Antecedent-selection accuracy of every head, with nearest / head-match / rule-based baselines."""
     make = lambda: AntecedentAccuracy(candidates=candidates, direction=direction, antecedents=antecedents,
-                                     singletons=singletons)  # noqa: E731
+                                     singletons=singletons, split_antecedents=split_antecedents)  # noqa: E731
     scorer = make()  # validates the options before the model loads
     if window is not None and window < 3 or stride is not None and stride < 1:
         raise ConfigError(f"--window/--stride: expected a window over 2 tokens and a positive stride, "
@@ -305,8 +310,13 @@ def coref(
             "prediction": "argmax over candidate words of the anaphor head's row (specials dropped, self "
                           "excluded, ties left-most); correct if it is the head word of any antecedent",
             "mention_type": "head UPOS PRON or DET -> pronoun, PROPN -> proper, else nominal",
-            "split_antecedents": "SplitAnte is not used: a plural whose entity has no earlier mention of its own "
-                                 "counts as no_antecedent",
+            "split_antecedents": (
+                "any-part: a mention whose entity has no earlier mention of its own in the window but has split "
+                "antecedents (GUM SplitAnte=) with earlier mentions there is evaluated, correct if the prediction "
+                "(or a baseline's pick) is the head word of an earlier mention of any part entity; counted in "
+                "via_split_antecedent" if scorer.split_antecedents == "any-part" else
+                "ignore: SplitAnte is not used; a plural whose entity has no earlier mention of its own counts "
+                "as no_antecedent"),
         },
         "model": extractor.info(), "data": facts, "selection_data": sel_facts,
         "counts": result.counts, "extraction_report": extractor.report.as_dict(),

@@ -12,8 +12,10 @@ nodes (``8.1``) are honoured; a mention made only of empty nodes has no word and
 is counted in ``ReadReport.dropped``.
 
 ``Bridge=ante<ana`` (comma-separated, optional ``:relation`` suffix) sits on the
-first word of the anaphor mention. ``SplitAnte=`` is checked and counted but not
-kept (:class:`~probes.data.Document` has no field for it).
+first word of the anaphor mention. ``SplitAnte=4<54,9<54`` (entity 54 has the split
+antecedents 4 and 9) is kept as :class:`~probes.data.SplitAntecedent` entries of
+``Document.split_antecedents``: the links of one anaphor entity, wherever they sit in
+the document, are merged into one entry whose parts keep file order.
 
 The mention head is computed from the dependency tree: among the mention's words
 whose syntactic head lies outside the mention (or is ROOT), the one closest to the
@@ -32,7 +34,7 @@ from pathlib import Path
 from probes.corpora.conllu import ParsedBlock, iter_results
 from probes.corpora.readreport import ReadReport, check_on_error
 from probes.corpora.validate import tree_depths
-from probes.data import Bridge, Document, Mention
+from probes.data import Bridge, Document, Mention, SplitAntecedent
 from probes.errors import AnnotationError, InputError
 
 __all__ = ["read_corefud", "build_document", "parse_entity_chunks", "tree_head"]
@@ -373,6 +375,7 @@ def build_document(
         else:
             antecedent = by_entity[ante][0]
         bridges.append(Bridge(anaphor=anaphor, antecedent_entity=ante, antecedent=antecedent))
+    split_parts: dict[str, list[str]] = {}  # anaphor entity -> parts, both in file order
     for ante, ana, line in state.split_ante:
         for eid in (ante, ana):
             if eid not in by_entity:
@@ -382,11 +385,11 @@ def build_document(
                     path=path,
                     line=line,
                 )
-    if report is not None:
-        if state.dropped:
-            report.dropped["mentions of empty nodes only (no word)"] += state.dropped
-        if state.split_ante:
-            report.dropped["SplitAnte links (read, not kept)"] += len(state.split_ante)
+        parts = split_parts.setdefault(ana, [])
+        if ante not in parts:
+            parts.append(ante)
+    if report is not None and state.dropped:
+        report.dropped["mentions of empty nodes only (no word)"] += state.dropped
     return Document(
         doc_id=doc_id,
         sentences=sentences,
@@ -395,6 +398,7 @@ def build_document(
         path=path,
         line=blocks[0].sentence.line,
         sentence_starts=tuple(starts),
+        split_antecedents=tuple(SplitAntecedent(ana, tuple(p)) for ana, p in split_parts.items()),
     )
 
 
