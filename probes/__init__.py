@@ -10,7 +10,7 @@ from __future__ import annotations
 from probes.accumulate import Accumulator, accumulate
 from probes.attention import WordAttention
 from probes.corpora import ReadReport, read_documents, read_treebank, write_conllu
-from probes.data import Bridge, Document, Mention, Sentence
+from probes.data import Bridge, Document, Mention, Sentence, SplitAntecedent
 from probes.errors import (
     AlignmentError,
     AnnotationError,
@@ -54,6 +54,7 @@ __all__ = [
     "Document",
     "Mention",
     "Bridge",
+    "SplitAntecedent",
     "ProbesError",
     "InputError",
     "FormatError",

@@ -175,43 +175,53 @@ def pooling_matrices(
 
 
 def pool_batch(
-    attention: torch.Tensor,
+    attention: torch.Tensor | Sequence[torch.Tensor],
     alignments: Sequence[Alignment],
     from_pool: str = "mean",
 ) -> torch.Tensor:
     """Pool a padded batch of token maps to word maps, all layers and heads at once, on their device.
 
     Args:
-        attention: ``(B, L, H, T, T)`` token attention (rows = from, columns = to), right- or
-            left-padded consistently with the alignments' token order (padding after the tokens).
+        attention: ``(B, L, H, T, T)`` token attention (rows = from, columns = to), or a sequence of
+            ``L`` tensors ``(B, H, T, T)`` (a model's per-layer outputs, pooled without stacking them),
+            padded after each item's tokens, consistently with the alignments.
         alignments: one per batch item.
         from_pool: ``mean`` (paper), ``first`` (released code) or ``max`` (renormalised).
 
     Returns:
-        ``(B, L, H, n, n)`` with ``n`` the largest number of positions; rows and columns past an
-        item's own ``n`` are zero.
+        ``(B, L, H, n, n)`` float32 with ``n`` the largest number of positions; rows and columns past
+        an item's own ``n`` are zero.
     """
     import torch
 
-    batch, n_layers, n_heads, n_tok, _ = attention.shape
+    layers = list(attention.unbind(1)) if isinstance(attention, torch.Tensor) else list(attention)
+    batch, n_heads, n_tok, _ = layers[0].shape
     n_pos = max(al.n_positions for al in alignments)
+    device = layers[0].device
+    # The pooling matrices are built once per batch and shared by every layer.
     p_from_np, p_to_np = pooling_matrices(alignments, n_tok, n_pos, from_pool)
-    p_to = torch.from_numpy(p_to_np).to(device=attention.device, dtype=attention.dtype)  # (B, T, n)
-    # Batched matmuls without broadcasting (no expanded copies of the pooling matrices).
-    to_words = torch.bmm(attention.reshape(batch, -1, n_tok), p_to)  # (B, L*H*T, n): columns summed
-    to_words = to_words.view(batch, n_layers, n_heads, n_tok, n_pos)  # (B, L, H, T, n)
-    if from_pool != "max":
-        p_from = torch.from_numpy(p_from_np).to(device=attention.device, dtype=attention.dtype)  # (B, n, T)
-        rows = to_words.permute(0, 3, 1, 2, 4).reshape(batch, n_tok, -1)  # (B, T, L*H*n)
-        pooled = torch.bmm(p_from, rows).view(batch, n_pos, n_layers, n_heads, n_pos)  # (B, n, L, H, n)
-        return pooled.permute(0, 2, 3, 1, 4)  # (B, L, H, n, n), a view
-    # max: element-wise maximum over a position's token rows, then renormalise each row.
-    index = np.full((batch, n_tok), n_pos, dtype=np.int64)  # padding tokens -> a dump row n_pos
-    for b, al in enumerate(alignments):
-        index[b, : al.n_tokens] = al.token_position
-    idx = torch.from_numpy(index).to(attention.device)[:, None, None, :, None].expand_as(to_words)
-    out = torch.zeros(to_words.shape[:3] + (n_pos + 1, n_pos), dtype=to_words.dtype, device=to_words.device)
-    out.scatter_reduce_(-2, idx, to_words, reduce="amax", include_self=True)
-    out = out[..., :n_pos, :]  # (B, L, H, n, n)
-    total = out.sum(-1, keepdim=True)
-    return out / torch.where(total > 0, total, torch.ones_like(total))
+    p_to = torch.from_numpy(p_to_np).to(device)  # (B, T, n)
+    p_from = torch.from_numpy(p_from_np).to(device)[:, None]  # (B, 1, n, T), broadcast over heads
+    index = None
+    if from_pool == "max":
+        index_np = np.full((batch, n_tok), n_pos, dtype=np.int64)  # padding tokens -> a dump row n_pos
+        for b, al in enumerate(alignments):
+            index_np[b, : al.n_tokens] = al.token_position
+        index = torch.from_numpy(index_np).to(device)[:, None, :, None].expand(batch, n_heads, n_tok, n_pos)
+    out = torch.empty((batch, len(layers), n_heads, n_pos, n_pos), dtype=torch.float32, device=device)
+    for k, attn in enumerate(layers):  # one layer at a time: no stacked copy of every map
+        attn = attn.float()  # (B, H, T, T)
+        # Columns: sum over each word's tokens; one bmm without broadcasting copies.
+        to_words = torch.bmm(attn.reshape(batch, n_heads * n_tok, n_tok), p_to)  # (B, H*T, n)
+        to_words = to_words.view(batch, n_heads, n_tok, n_pos)  # (B, H, T, n)
+        if index is None:
+            # Rows: mean (or first) over each word's token rows.
+            out[:, k] = torch.matmul(p_from, to_words)  # (B, H, n, n)
+            continue
+        # max: element-wise maximum over a position's token rows, then renormalise each row.
+        pooled = torch.zeros((batch, n_heads, n_pos + 1, n_pos), dtype=torch.float32, device=device)
+        pooled.scatter_reduce_(-2, index, to_words, reduce="amax", include_self=True)
+        pooled = pooled[:, :, :n_pos, :]  # (B, H, n, n)
+        total = pooled.sum(-1, keepdim=True)
+        out[:, k].copy_(pooled / torch.where(total > 0, total, torch.ones_like(total)))
+    return out

@@ -437,13 +437,10 @@ class AttentionExtractor:
                     f"{type(self.model).__name__} returned no attention weights (expected {self.n_layers} "
                     f"layers, found {found}); load the model with attn_implementation='eager' (SDPA and "
                     "flash attention kernels never return weights)")
-            pooled = []
-            for layer in self.layers:  # one layer at a time: no stacked copy of every map
-                attn = maps[layer]  # (B, H, T, T)
-                if len(self.heads) != self.n_heads:
-                    attn = attn.index_select(1, self._head_index)  # (B, H', T, T)
-                pooled.append(pool_batch(attn[:, None].float(), alignments, self.from_pool))  # (B, 1, H', n, n)
-            return torch.cat(pooled, dim=1).cpu().numpy()  # (B, L', H', n, n)
+            selected = [maps[layer] for layer in self.layers]  # L' x (B, H, T, T)
+            if len(self.heads) != self.n_heads:
+                selected = [attn.index_select(1, self._head_index) for attn in selected]  # L' x (B, H', T, T)
+            return pool_batch(selected, alignments, self.from_pool).cpu().numpy()  # (B, L', H', n, n)
 
     def _assemble(self, jobs: list[_Job], n_words: int) -> WordAttention:
         """One item's WordAttention from its job (or from its windows, by the module's rule)."""
