@@ -32,7 +32,7 @@ class ReadReport:
         documents: documents yielded (document readers only).
         skipped: the errors of the sentences (or documents) skipped, in file order.
         dropped: things read but not kept, by kind (e.g. mentions made only of
-            empty nodes, ``SplitAnte`` links), with counts.
+            empty nodes), with counts.
     """
 
     sentences: int = 0
