@@ -11,6 +11,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",
 )
 
 #: Set by the --debug option of the main callback: show tracebacks instead of one line.

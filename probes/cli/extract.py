@@ -36,7 +36,7 @@ def _indices(text: Optional[str], what: str) -> Optional[list[int]]:
 def extract_cli(
     model: str = typer.Option(..., "--model", "-m", help="Model folder (offline) or hub name (needs network)."),
     treebank: str = typer.Option(..., "--treebank", "-t",
-                                 help="A .conllu / .conllx / .spacy file (or ud:<treebank>:<split>)."),
+                                 help="A .conllu / .conllx / .spacy file (or ud:TREEBANK:SPLIT)."),
     store: Path = typer.Option(..., "--store", "-s", help="Store folder to write (an interrupted run resumes)."),
     batch_size: int = typer.Option(32, "--batch-size", min=1, help="Sentences per forward pass."),
     device: Optional[str] = typer.Option(None, "--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)."),
