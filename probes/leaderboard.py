@@ -187,6 +187,13 @@ def _resample_counts(n_units: int, n_resamples: int, random_state: int | None) -
     return rng.multinomial(n_units, np.full(n_units, 1.0 / n_units), size=n_resamples).astype(np.float64)
 
 
+def _quantiles(draws: npt.NDArray[np.float64], alpha: float) -> npt.NDArray[np.float64]:
+    """``(2, k)`` the ``alpha`` and ``1 - alpha`` quantiles of ``(n_resamples, k)`` draws, NaN draws ignored."""
+    if np.isnan(draws).any():  # a resample without words of a relation (rare ones only)
+        return np.nanquantile(draws, [alpha, 1.0 - alpha], axis=0)
+    return np.quantile(draws, [alpha, 1.0 - alpha], axis=0)  # same numbers, much faster
+
+
 def _position_units(base: BaselineScores, rels: Sequence[int], positions: Sequence[int]) -> npt.NDArray[np.int64]:
     """``(n_units, k)`` per-sentence hits of always predicting ``positions[c]`` for relation ``rels[c]``."""
     out = np.zeros((base.n_units, len(rels)), dtype=np.int64)
@@ -262,8 +269,8 @@ def leaderboard(
         acc_draws = (weights @ head_c) / denominator  # (n_resamples, k)
         margin_draws = (weights @ (head_c - base_c)) / denominator  # (n_resamples, k)
     alpha = (1.0 - confidence) / 2.0
-    low, high = np.nanquantile(acc_draws, [alpha, 1.0 - alpha], axis=0)
-    m_low, m_high = np.nanquantile(margin_draws, [alpha, 1.0 - alpha], axis=0)
+    low, high = _quantiles(acc_draws, alpha)
+    m_low, m_high = _quantiles(margin_draws, alpha)
 
     rows = []
     for c, rel in enumerate(names):
@@ -394,66 +401,32 @@ def write_leaderboard(
 def _write_figures(rows: Sequence[LeaderboardRow], report: HeadScores, out: Path,
                    record: Mapping[str, Any]) -> dict[str, Path]:
     """One heatmap per listed relation (its selected direction) and one overview figure."""
-    from probes.figures import overview_figure
+    from probes.figures import HeatmapWriter, overview_figure
 
-    acc = report.accuracy()
+    acc = report.accuracy()  # (D, L, H, R)
     data = record.get("reported_on", "")
+    selected = record.get("selected_on", data)
     panels: dict[str, npt.NDArray[np.float64]] = {}
     subtitles = []
     paths: dict[str, Path] = {}
-    writer = _HeatmapWriter(acc.shape[1], acc.shape[2])
-    for row in rows:
-        d = report.directions.index(row.direction)
-        values = acc[d, :, :, report.index(row.relation)]  # (L, H)
-        panels[row.relation] = values
-        subtitles.append(f"{row.relation} ({row.direction})")
-        safe = row.relation.replace(":", "_").replace("*", "all")
-        paths[f"figures/{safe}.png"] = writer.write(
-            values, out / "figures" / f"{safe}.png",
-            mark=(report.layers.index(row.layer), report.heads.index(row.head)),
-            title=f"{row.relation}, {row.direction}, n={row.count} ({data})",
-            baseline=max(row.baseline_accuracy, row.position_accuracy))
-    writer.close()
+    note = f"accuracy on {data}; red box: head selected on {selected}"
+    with HeatmapWriter(acc.shape[1], acc.shape[2], note=note) as writer:
+        for row in rows:
+            d = report.directions.index(row.direction)
+            values = acc[d, :, :, report.index(row.relation)]  # (L, H)
+            panels[row.relation] = values
+            subtitles.append(f"{row.relation} ({row.direction})")
+            safe = row.relation.replace(":", "_").replace("*", "all")
+            best_base = row.position_accuracy if row.best_baseline == "position" else row.baseline_accuracy
+            paths[f"figures/{safe}.png"] = writer.write(
+                values, out / "figures" / f"{safe}.png",
+                mark=(report.layers.index(row.layer), report.heads.index(row.head)),
+                title=f"{row.relation} ({row.direction}), n={row.count}: head {head_name(row.layer, row.head)} "
+                      f"{100 * row.accuracy:.1f}%, best baseline {100 * best_base:.1f}%")
     paths["overview.png"] = overview_figure(
         panels, out / "figures" / "overview.png", suptitle=f"Head accuracy per relation ({data})",
         ncols=6, subtitles=subtitles)
     return paths
-
-
-class _HeatmapWriter:
-    """Draws many same-shaped heatmaps on one reused figure (much faster than one figure each)."""
-
-    def __init__(self, n_layers: int, n_heads: int) -> None:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        self._plt = plt
-        self.fig, self.ax = plt.subplots(figsize=(1.2 + 0.42 * n_heads, 1.4 + 0.36 * n_layers))
-        self.im = self.ax.imshow(np.zeros((n_layers, n_heads)), aspect="auto", cmap="viridis", vmin=0.0, vmax=1.0,
-                                 origin="lower")
-        self.ax.set_xticks(range(n_heads), [str(h + 1) for h in range(n_heads)], fontsize=7)
-        self.ax.set_yticks(range(n_layers), [str(l + 1) for l in range(n_layers)], fontsize=7)
-        self.ax.set_xlabel("head (1-based)")
-        self.ax.set_ylabel("layer (1-based)")
-        self.fig.colorbar(self.im, ax=self.ax, label="accuracy")
-        (self.box,) = self.ax.plot([], [], marker="s", markersize=9, markerfacecolor="none",
-                                   markeredgecolor="red", markeredgewidth=1.5, linestyle="none")
-        self.fig.subplots_adjust(left=0.1, right=0.98, top=0.82, bottom=0.16)
-
-    def write(self, values: npt.NDArray[np.float64], path: Path, *, mark: tuple[int, int], title: str,
-              baseline: float) -> Path:
-        """Save ``values`` ``(L, H)`` with the head at ``mark`` (layer, head positions) boxed."""
-        self.im.set_data(values)
-        self.box.set_data([mark[1]], [mark[0]])
-        self.ax.set_title(f"{title}\nselected head boxed; best baseline {100 * baseline:.1f}%", fontsize=8)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.fig.savefig(path, dpi=90)
-        return path
-
-    def close(self) -> None:
-        self._plt.close(self.fig)
 
 
 def file_sha256(path: str | Path) -> str:
@@ -525,5 +498,8 @@ def run_leaderboard(
     final = json.loads(paths["run.json"].read_text(encoding="utf-8"))
     timings = final["timings"]
     timings["overhead_fraction"] = (timings["scoring_s"] + timings["writing_s"]) / max(extraction_s, 1e-9)
+    timings["note"] = ("extraction_s: waiting for attention (model or store); scoring_s: accumulators, selection "
+                       "and intervals; writing_s: tables, run record and figures; "
+                       "overhead_fraction = (scoring_s + writing_s) / extraction_s")
     write_json(final, paths["run.json"])
     return rows, paths, final

@@ -6,6 +6,7 @@ import csv
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from probes.cli import main
@@ -56,6 +57,9 @@ def test_baselines_cli_reproduces_published_dev_table(ewt, capsys):
     (["baselines", "--treebank", str(SAMPLE / "sample-dev.conllu"), "--format", "xml"], "error: --format must be"),
     (["leaderboard", "--treebank", str(SAMPLE / "sample-dev.conllu")], "error: give exactly one of --model"),
     (["leaderboard", "--model", "m", "--store", "s"], "error: give exactly one of --model"),
+    (["leaderboard", "--store", "no/such/store"], "error: no/such/store: no such folder"),
+    (["leaderboard", "--model", "m", "--select-store", "s", "--treebank", "t"], "error: --select-store goes with"),
+    (["leaderboard", "--model", "package:no_such_package_xyz", "--treebank", "t"], "error: model 'package:no_such"),
 ])
 def test_bad_arguments_give_one_line(args, message, capsys):
     assert main(args) == 1
@@ -102,3 +106,79 @@ def test_leaderboard_end_to_end_on_tiny_model(tiny_model, tmp_path, capsys):
     run = json.loads((out / "run.json").read_text())
     assert len(run["data"]["report"]["sha256"]) == 64 and run["extractor"]["n_layers"] == 2
     assert run["extraction_report"]["n_skipped"] == 0
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    """A tiny random BERT (tests/tiny_models.py) and `probes extract` stores of the sample dev and test splits."""
+    from tests.tiny_models import build
+
+    root = tmp_path_factory.mktemp("stores")
+    model = build("bert", root)
+    for split in ("dev", "test"):
+        assert main(["extract", "--model", str(model), "--treebank", str(SAMPLE / f"sample-{split}.conllu"),
+                     "--store", str(root / split), "--device", "cpu", "--no-progress"]) == 0
+    return model, root
+
+
+def _float16_attention(monkeypatch):
+    """Make live extraction round attention to float16, as the store does, so both runs see the same numbers."""
+    from probes.attention import WordAttention
+    from probes.extract import AttentionExtractor
+
+    live = AttentionExtractor.iter_attention
+
+    def rounded(self, sentences):
+        for sentence, att in live(self, sentences):
+            weights = att.weights.astype(np.float16).astype(np.float32)
+            yield sentence, WordAttention(weights, att.is_special, att.layers, att.heads, att.meta)
+
+    monkeypatch.setattr(AttentionExtractor, "iter_attention", rounded)
+
+
+@pytest.mark.slow
+def test_leaderboard_from_stores_equals_live_run(stores, tmp_path, monkeypatch, capsys):
+    model, root = stores
+    common = ["--min-count", "5", "--no-progress"]
+    assert main(["leaderboard", "--store", str(root / "test"), "--select-store", str(root / "dev"),
+                 "--out", str(tmp_path / "from-store"), *common]) == 0
+    from_store = capsys.readouterr().out
+    _float16_attention(monkeypatch)
+    assert main(["leaderboard", "--model", str(model), "--treebank", str(SAMPLE / "sample-test.conllu"),
+                 "--select-on", str(SAMPLE / "sample-dev.conllu"), "--device", "cpu",
+                 "--out", str(tmp_path / "live"), *common]) == 0
+    live = capsys.readouterr().out
+    for name in ("scores.csv", "leaderboard.csv", "leaderboard.json", "leaderboard.md"):
+        a = (tmp_path / "from-store" / name).read_text(encoding="utf-8")
+        b = (tmp_path / "live" / name).read_text(encoding="utf-8")
+        assert a == b, name
+    assert from_store.split("Timings:")[0] == live.split("Timings:")[0]  # the same table and sentence
+    run = json.loads((tmp_path / "from-store" / "run.json").read_text())
+    assert run["data"]["report"]["store"] == str(root / "test") and run["selected_on"] == "sample-dev.conllu"
+    assert len(run["data"]["report"]["source_sha256"]) == 64 and run["data"]["select"]["sentences"] == 82
+    assert {"extraction_s", "scoring_s", "writing_s", "overhead_fraction"} <= set(run["timings"])
+    assert (tmp_path / "from-store" / "figures" / "overview.png").is_file()
+
+
+@pytest.mark.slow
+def test_store_flags_are_checked(stores, capsys):
+    _, root = stores
+    assert main(["leaderboard", "--store", str(root / "test"), "--treebank", "x.conllu"]) == 1
+    assert "--store holds its sentences" in capsys.readouterr().err
+    assert main(["leaderboard", "--store", str(root / "test"), "--select-on", "x.conllu"]) == 1
+    assert "use --select-store" in capsys.readouterr().err
+
+
+def test_no_progress_silences_transformers_bar(tiny_model, tmp_path, capsys):
+    """`--no-progress` also hides transformers' "Loading weights" bar."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.enable_progress_bar()
+    try:
+        assert main(["leaderboard", "--model", str(tiny_model), "--treebank", str(SAMPLE / "sample-test.conllu"),
+                     "--out", str(tmp_path), "--min-count", "10", "--device", "cpu", "--no-progress",
+                     "--no-figures"]) == 0
+        assert "Loading weights" not in capsys.readouterr().err
+        assert not hf_logging.is_progress_bar_enabled()
+    finally:
+        hf_logging.enable_progress_bar()

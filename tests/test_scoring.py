@@ -159,3 +159,24 @@ def test_matches_reference_on_real_minilm_attention(ewt, minilm_path):
     scores = head_accuracy(pairs)
     check_equal(scores, *reference(pairs))
     assert scores.correct.sum() > 0
+
+
+@pytest.mark.parametrize("buffer", [1, 3, 1000])
+def test_batched_scoring_does_not_depend_on_buffer(buffer):
+    """Sentences are scored in batches of same-length stacks; any batch size gives the reference counts."""
+    rng = np.random.default_rng(11)
+    pairs = [(random_sentence(rng, int(n), k), random_attention(rng, int(n), ties=bool(k % 2)))
+             for k, n in enumerate(rng.integers(1, 9, 25))]
+    acc = HeadAccuracy(buffer=buffer)
+    for s, att in pairs[:10]:
+        acc.update(s, att)
+    other = HeadAccuracy(buffer=buffer)
+    for s, att in pairs[10:]:
+        other.update(s, att)
+    acc.merge(other)  # both still hold unscored sentences here when buffer > 10
+    scores = acc.compute()
+    check_equal(scores, *reference(pairs))
+    assert scores.n_units == 25 and scores.units.n_units == 25
+    rel = scores.index("ALL")
+    c, _ = scores.units.columns([rel], [(1, 0, 2)])
+    assert c[:, 0].tolist() == [reference([p])[0][(1, 0, 2, "ALL")] for p in pairs]  # per sentence, in order
