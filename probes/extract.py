@@ -39,6 +39,7 @@ from tqdm.auto import tqdm
 
 from probes.align import FROM_POOLS, Alignment, alignment_from_word_ids, check_tokenizer, pool_batch
 from probes.attention import WordAttention
+from probes.config import resolve_model
 from probes.data import Sentence
 from probes.errors import ConfigError, ModelOutputError
 
@@ -225,14 +226,30 @@ class AttentionExtractor:
         """
         from transformers import AutoModel, AutoTokenizer
 
-        name = str(name_or_path)
+        name = resolve_model(str(name_or_path))  # ``package:NAME`` -> the package's model folder
+        looks_local = Path(name).expanduser().is_absolute() or name.startswith((".", "~")) or Path(name).exists()
+        if looks_local and not (Path(name).expanduser() / "config.json").is_file():
+            raise ConfigError(f"model {name!r}: expected a model folder with a config.json, found "
+                              f"{'a folder without config.json' if Path(name).expanduser().is_dir() else 'nothing'}")
         kwargs: dict[str, Any] = {} if revision is None else {"revision": revision}
-        tokenizer = AutoTokenizer.from_pretrained(name, use_fast=True, **kwargs)
-        if _is_byte_level(tokenizer) and not getattr(tokenizer, "add_prefix_space", False):
-            tokenizer = AutoTokenizer.from_pretrained(name, use_fast=True, add_prefix_space=True, **kwargs)
         dtype = options.get("dtype", "float32")
-        model = AutoModel.from_pretrained(name, attn_implementation="eager",
-                                          dtype=DTYPES.get(dtype, torch.float32), **kwargs)
+        from transformers.utils import logging as hf_logging
+
+        quiet = not options.get("progress", True) and hf_logging.is_progress_bar_enabled()
+        if quiet:
+            hf_logging.disable_progress_bar()  # transformers' "Loading weights" bar
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(name, use_fast=True, **kwargs)
+            if _is_byte_level(tokenizer) and not getattr(tokenizer, "add_prefix_space", False):
+                tokenizer = AutoTokenizer.from_pretrained(name, use_fast=True, add_prefix_space=True, **kwargs)
+            model = AutoModel.from_pretrained(name, attn_implementation="eager",
+                                              dtype=DTYPES.get(dtype, torch.float32), **kwargs)
+        except OSError as err:  # hub name without network, missing files ...
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise ConfigError(f"cannot load model {name!r}: {first} (offline: pass a local model folder)") from err
+        finally:
+            if quiet:
+                hf_logging.enable_progress_bar()
         extractor = cls(model, tokenizer, **options)
         extractor.name_or_path = name
         extractor.revision = revision or getattr(model.config, "_commit_hash", None)

@@ -178,10 +178,6 @@ def leaderboard_cli(
             record["data"]["select"] = {"spec": select_on, "path": str(select_path),
                                         "sha256": file_sha256(select_path), "sentences": len(select_sents)}
         pre["reading_s"] = time.perf_counter() - t_read
-        if not progress:
-            from transformers.utils import logging as hf_logging
-
-            hf_logging.disable_progress_bar()  # the "Loading weights" bar
         from probes.extract import AttentionExtractor
 
         t_load = time.perf_counter()
