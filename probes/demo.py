@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from probes.errors import ConfigError
-from probes.leaderboard import LeaderboardRow, file_sha256, run_leaderboard
+from probes.checksum import file_sha256
+from probes.leaderboard import LeaderboardRow, run_leaderboard
 
 __all__ = ["SAMPLE_DIR", "sample_paths", "demo_model_dir", "run_demo"]
 

@@ -33,6 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from probes.attention import WordAttention
+from probes.checksum import file_sha256
 from probes.baselines import OffsetBaseline
 from probes.data import Sentence
 from probes.errors import ConfigError
@@ -45,7 +46,6 @@ __all__ = [
     "SplitScores",
     "score_pairs",
     "run_leaderboard",
-    "file_sha256",
     "LeaderboardRow",
     "leaderboard",
     "listed_relations",
@@ -427,17 +427,6 @@ def _write_figures(rows: Sequence[LeaderboardRow], report: HeadScores, out: Path
         panels, out / "figures" / "overview.png", suptitle=f"Head accuracy per relation ({data})",
         ncols=6, subtitles=subtitles)
     return paths
-
-
-def file_sha256(path: str | Path) -> str:
-    """sha256 of a file, for run records."""
-    import hashlib
-
-    digest = hashlib.sha256()
-    with Path(path).open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def run_leaderboard(

@@ -10,7 +10,6 @@ so, and every later use is checked against it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from probes.errors import ConfigError, InputError
+from probes.checksum import file_sha256
 
 __all__ = ["REGISTRY_PATH", "load_registry", "cache_dir", "fetch_treebank", "resolve_treebank", "is_registry_name"]
 
@@ -55,12 +55,6 @@ def is_registry_name(spec: str) -> bool:
     return str(spec).startswith("ud:")
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def fetch_treebank(
@@ -102,7 +96,7 @@ def fetch_treebank(
     except Exception as exc:  # requests / urllib errors: one clear line
         raise InputError(f"{url}: download failed ({type(exc).__name__}: {exc})") from exc
     if not expected:
-        digest = _sha256(path)
+        digest = file_sha256(path)
         recorded[url] = digest
         tofu_path.write_text(json.dumps(recorded, indent=2) + "\n", encoding="utf-8")
         logger.warning("%s: the registry has no checksum for %s:%s; trusting this first download "

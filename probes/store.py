@@ -40,6 +40,7 @@ from tqdm.auto import tqdm
 from probes.attention import WordAttention
 from probes.data import Sentence
 from probes.errors import StoreError
+from probes.checksum import file_sha256
 
 if TYPE_CHECKING:  # pragma: no cover
     from probes.extract import AttentionExtractor
@@ -62,12 +63,6 @@ def _sentence_from_json(text: str) -> Sentence:
     return Sentence(**{k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()})
 
 
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _write_atomic(path: Path, write: Callable[[Any], None], mode: str = "w") -> None:
@@ -134,7 +129,7 @@ def extract_to_store(
                 f"shard_size {old['shard_size']} (use a new folder)", path=manifest_path)
     manifest: dict[str, Any] = {"format": STORE_FORMAT, "info": info, "shard_size": shard_size,
                                 "complete": False, "source": None if source is None else str(source),
-                                "source_sha256": None if source is None else _sha256_file(Path(source))}
+                                "source_sha256": None if source is None else file_sha256(Path(source))}
     _write_atomic(manifest_path, _dump_json(manifest))
 
     show = extractor.progress if progress is None else progress
@@ -192,7 +187,7 @@ def _finished_shard(root: Path, number: int, checksum: str) -> dict[str, Any] | 
                          f"(data sha256 {index.get('data_sha256')} on disk, {checksum} now); use a new folder",
                          path=index_path)
     npy = root / f"{name}.npy"
-    if not npy.exists() or _sha256_file(npy) != index["npy_sha256"]:
+    if not npy.exists() or file_sha256(npy) != index["npy_sha256"]:
         log.warning("%s: damaged or missing %s; extracting the shard again", index_path, npy.name)
         return None
     return index
@@ -224,7 +219,7 @@ def _write_shard(extractor: AttentionExtractor, root: Path, number: int, chunk: 
     _write_atomic(root / f"{name}.sentences.jsonl", lambda handle: handle.write("\n".join(lines) + "\n"))
     report = {k: getattr(extractor.report, k)[before[k]:] for k in _REPORT_KEYS}
     index = {"name": name, "n_sentences": len(chunk), "n_stored": len(arrays), "data_sha256": checksum,
-             "npy_sha256": _sha256_file(npy), "records": records, **report}
+             "npy_sha256": file_sha256(npy), "records": records, **report}
     _write_atomic(root / f"{name}.json", _dump_json(index))
     return index
 

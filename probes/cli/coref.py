@@ -8,7 +8,6 @@ layers x heads heatmaps and a ``run.json`` record. Heads are printed 1-based (``
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import sys
 import time
@@ -26,6 +25,7 @@ from probes.errors import ConfigError
 from probes.heads import INDEXING_NOTE, head_name
 from probes.report import markdown_table, text_table, versions, write_csv, write_json
 from probes.windows import iter_windows
+from probes.checksum import file_sha256
 
 log = logging.getLogger("probes")
 
@@ -33,12 +33,6 @@ BASELINE_LABELS = {"nearest": "Nearest mention", "head_match": "Head-word match"
 COLUMNS = ("all",) + MENTION_TYPES
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _scan(extractor: Any, corpus: Path, window: int | None, stride: int | None,
@@ -49,7 +43,7 @@ def _scan(extractor: Any, corpus: Path, window: int | None, stride: int | None,
     size = window or extractor.max_tokens
     if size > extractor.max_tokens:
         raise ConfigError(f"--window: expected at most the model's {extractor.max_tokens} tokens, found {size}")
-    facts: dict[str, Any] = {"corpus": str(corpus), "sha256": _sha256(corpus), "documents": 0, "sentences": 0,
+    facts: dict[str, Any] = {"corpus": str(corpus), "sha256": file_sha256(corpus), "documents": 0, "sentences": 0,
                              "words": 0, "windows": 0, "window_words": 0, "split_windows": 0}
 
     def documents() -> Any:

@@ -133,7 +133,8 @@ def leaderboard_cli(
     figures: bool = typer.Option(True, "--figures/--no-figures", help="Write PNG heatmaps."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars on stderr."),
 ) -> None:
-    from probes.leaderboard import file_sha256, format_leaderboard, run_leaderboard
+    from probes.checksum import file_sha256
+    from probes.leaderboard import format_leaderboard, run_leaderboard
 
     if (model is None) == (store is None):
         raise ConfigError("give exactly one of --model (run a model on --treebank) or --store (read attention "
