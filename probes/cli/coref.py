@@ -247,6 +247,28 @@ def _finish(out: Path | None, name: str, rows: list[dict[str, Any]], md: str, tx
     print(f"wrote {out}", file=sys.stderr)
 
 
+def _score_corpora(make: Callable[[], Any], scorer: Any, *, model: str, revision: str | None, device: str | None,
+                   batch_size: int, progress: bool, corpus: Path, select_on: Path | None, window: int | None,
+                   stride: int | None) -> tuple[Any, Any, dict[str, Any], Any, dict[str, Any] | None]:
+    """Load the model, score ``corpus`` with ``scorer`` and, if given, ``select_on`` with a fresh ``make()``.
+
+    Returns:
+        ``(extractor, result, facts, selection_result, selection_facts)``; the selection pair is ``None``
+        without ``select_on``.
+    """
+    if window is not None and window < 3 or stride is not None and stride < 1:
+        raise ConfigError(f"--window/--stride: expected a window over 2 tokens and a positive stride, "
+                          f"found {window} and {stride}")
+    extractor = _extractor(model, revision, device, batch_size, progress)
+    facts = _scan(extractor, corpus, window, stride, [scorer])
+    selection = sel_facts = None
+    if select_on is not None:
+        sel_scorer = make()
+        sel_facts = _scan(extractor, select_on, window, stride, [sel_scorer])
+        selection = sel_scorer.compute()
+    return extractor, scorer.compute(), facts, selection, sel_facts
+
+
 @app.command("coref")
 def coref(
     model: str = typer.Option(..., "--model", help="Model folder or hub name (loaded with eager attention)."),
@@ -280,18 +302,10 @@ def coref(
     make = lambda: AntecedentAccuracy(candidates=candidates, direction=direction, antecedents=antecedents,
                                      singletons=singletons, split_antecedents=split_antecedents)  # noqa: E731
     scorer = make()  # validates the options before the model loads
-    if window is not None and window < 3 or stride is not None and stride < 1:
-        raise ConfigError(f"--window/--stride: expected a window over 2 tokens and a positive stride, "
-                          f"found {window} and {stride}")
-    extractor = _extractor(model, revision, device, batch_size, progress)
     t0 = time.perf_counter()
-    facts = _scan(extractor, corpus, window, stride, [scorer])
-    result = scorer.compute()
-    selection = sel_facts = None
-    if select_on is not None:
-        sel_scorer = make()
-        sel_facts = _scan(extractor, select_on, window, stride, [sel_scorer])
-        selection = sel_scorer.compute()
+    extractor, result, facts, selection, sel_facts = _score_corpora(
+        make, scorer, model=model, revision=revision, device=device, batch_size=batch_size, progress=progress,
+        corpus=corpus, select_on=select_on, window=window, stride=stride)
     rows, md, txt = coref_tables(result, selection, n_resamples=n_resamples)
     columns = {f"accuracy_{c}": result.accuracy(None if c == "all" else c) for c in COLUMNS}
     columns.update({f"accuracy_distance_{b}": result.accuracy(None, b) for b in DISTANCE_BANDS})
@@ -341,19 +355,12 @@ def bridging(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on stderr."),
 ) -> None:
     """Bridging: argmax accuracy and Pandit & Hou attention-mass ratio of every head, by sentence distance."""
-    scorer = BridgingScores(direction=direction)
-    if window is not None and window < 3 or stride is not None and stride < 1:
-        raise ConfigError(f"--window/--stride: expected a window over 2 tokens and a positive stride, "
-                          f"found {window} and {stride}")
-    extractor = _extractor(model, revision, device, batch_size, progress)
+    make = lambda: BridgingScores(direction=direction)  # noqa: E731
+    scorer = make()  # validates the options before the model loads
     t0 = time.perf_counter()
-    facts = _scan(extractor, corpus, window, stride, [scorer])
-    result = scorer.compute()
-    selection = sel_facts = None
-    if select_on is not None:
-        sel_scorer = BridgingScores(direction=direction)
-        sel_facts = _scan(extractor, select_on, window, stride, [sel_scorer])
-        selection = sel_scorer.compute()
+    extractor, result, facts, selection, sel_facts = _score_corpora(
+        make, scorer, model=model, revision=revision, device=device, batch_size=batch_size, progress=progress,
+        corpus=corpus, select_on=select_on, window=window, stride=stride)
     rows, md, txt = bridging_tables(result, selection, n_resamples=n_resamples)
     columns = {"accuracy_all": result.accuracy(), "mass_all": result.mass_ratio()}
     for b in DISTANCE_BANDS:
