@@ -51,6 +51,7 @@ def head_heatmap(
     vmin: float | None = 0.0,
     vmax: float | None = None,
     baseline: float | None = None,
+    baseline_label: str = "best baseline",
 ) -> Path:
     """Save a ``(n_layers, n_heads)`` heatmap as PNG, best head boxed in red.
 
@@ -60,11 +61,12 @@ def head_heatmap(
         title: figure title (say what was scored, on what data).
         label: colour bar label.
         baseline: if given, written in the title for comparison.
+        baseline_label: what the baseline is (e.g. ``"position only"``).
     """
     plt = _pyplot()
     values = np.asarray(values, dtype=float)
     fig, ax = plt.subplots(figsize=(1.2 + 0.42 * values.shape[1], 1.2 + 0.36 * values.shape[0]))
-    full_title = title if baseline is None else f"{title}\n(best baseline {baseline:.3f})"
+    full_title = title if baseline is None else f"{title}\n({baseline_label} {baseline:.3f})"
     im = _draw(ax, values, full_title, vmin, vmax, mark_best=True)
     fig.colorbar(im, ax=ax, label=label)
     fig.tight_layout()
