@@ -27,7 +27,41 @@ __version__ = "0.1.0"
 
 #: Names whose modules import torch/transformers: loaded on first use so that ``import probes``
 #: stays light for scoring and reading on machines without a model.
-_LAZY = {"AttentionExtractor": "probes.extract", "open_store": "probes.store", "extract_to_store": "probes.store"}
+_LAZY = {
+    # extraction (torch, transformers)
+    "AttentionExtractor": "probes.extract",
+    "open_store": "probes.store",
+    "extract_to_store": "probes.store",
+    # syntax: head accuracy, baselines, leaderboards
+    "HeadAccuracy": "probes.scoring",
+    "head_accuracy": "probes.scoring",
+    "HeadScores": "probes.scores",
+    "BaselineScores": "probes.scores",
+    "OffsetBaseline": "probes.baselines",
+    "LeaderboardRow": "probes.leaderboard",
+    "leaderboard": "probes.leaderboard",
+    "run_leaderboard": "probes.leaderboard",
+    # coreference and bridging
+    "Window": "probes.windows",
+    "document_windows": "probes.windows",
+    "AntecedentAccuracy": "probes.coref",
+    "BridgingScores": "probes.bridging",
+    # trained probes
+    "AttnParser": "probes.probing",
+    "AttnEmbParser": "probes.probing",
+    "DistancesEmbParser": "probes.probing",
+    "RightBranching": "probes.probing",
+    "PerHeadProbe": "probes.probing",
+    "PerHeadLabelProbe": "probes.probing",
+    "HeadSelectionProbe": "probes.probing",
+    "ControlTask": "probes.probing",
+    "ModelInputVectors": "probes.probing",
+    "GloveVectors": "probes.probing",
+    "run_probes": "probes.probing",
+    # configuration
+    "load_config": "probes.config",
+    "resolve_model": "probes.config",
+}
 
 
 def __getattr__(name: str) -> object:
@@ -43,9 +77,7 @@ __all__ = [
     "Accumulator",
     "accumulate",
     "WordAttention",
-    "AttentionExtractor",
-    "open_store",
-    "extract_to_store",
+    *_LAZY,
     "read_treebank",
     "read_documents",
     "write_conllu",

@@ -17,7 +17,7 @@ from probes.errors import ConfigError, InputError
 
 logger = logging.getLogger("probes")
 
-_DATA_HELP = "a .conllu / .conllx / .spacy file, or ud:<treebank>:<split> from the registry"
+_DATA_HELP = "a .conllu / .conllx / .spacy file, or ud:TREEBANK:SPLIT from the registry"
 
 
 class _Stream:
@@ -95,7 +95,7 @@ def probe_cli(
     max_eval: Optional[int] = typer.Option(None, "--max-eval", min=1,
                                            help="Use only the first N evaluation sentences."),
     min_count: int = typer.Option(100, "--min-count", min=1, help="Least words for a relation to be listed."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output folder (default runs/probe-<model>)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output folder (default runs/probe-MODEL)."),
     batch_size: int = typer.Option(32, "--batch-size", min=1, help="Sentences per forward pass of the model."),
     device: Optional[str] = typer.Option(None, "--device", help="cpu, cuda ... for the model and the probes."),
     seed: int = typer.Option(0, "--seed", help="Seed of probes, control task and random-init model."),
@@ -108,7 +108,7 @@ def probe_cli(
     random-init control), per_head.{md,csv,json} and per_head_scores.csv (per-head relation probes),
     label.{md,csv} (per-head label probes), figures/ and run.json to --out. Layers and heads are 1-based.
     """
-    from probes.leaderboard import file_sha256
+    from probes.checksum import file_sha256
     from probes.probing.controls import ControlTask, random_init_copy
     from probes.probing.embeddings import GloveVectors, ModelInputVectors
     from probes.probing.run import _kinds, run_probes

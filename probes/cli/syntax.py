@@ -16,7 +16,7 @@ from probes.errors import ConfigError, InputError
 
 logger = logging.getLogger("probes")
 
-_TREEBANK_HELP = "a .conllu / .conllx / .spacy file, or `ud:<treebank>:<split>` from the registry (e.g. `ud:en_ewt:dev`)"
+_TREEBANK_HELP = "a .conllu / .conllx / .spacy file, or `ud:TREEBANK:SPLIT` from the registry (e.g. `ud:en_ewt:dev`)"
 
 
 def _split_list(values: Optional[list[str]]) -> list[str]:
@@ -127,7 +127,7 @@ def leaderboard_cli(
         None, "--relations", "-r", metavar="REL,...", help="Relations to list, comma-separated (default: all with >= --min-count words)."),
     min_count: int = typer.Option(100, "--min-count", min=1, help="Least words for a relation to be listed."),
     exclude: str = typer.Option("root,punct", "--exclude", help="Relations left out of the listing (ALL keeps them)."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output folder (default `runs/<model>-<data>`)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output folder (default `runs/MODEL-DATA`)."),
     poss_rule: bool = typer.Option(True, "--poss-rule/--no-poss-rule",
                                    help="Score nmod:poss through the following 's (Clark et al.'s rule)."),
     figures: bool = typer.Option(True, "--figures/--no-figures", help="Write PNG heatmaps."),
