@@ -10,22 +10,35 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from probes.errors import InputError
 
-__all__ = ["HeatmapWriter", "head_heatmap", "overview_figure"]
+__all__ = ["preload", "HeatmapWriter", "head_heatmap", "overview_figure"]
 
 
-def _pyplot():  # imported lazily: matplotlib is slow to import and needs a headless backend
-    import matplotlib
+def preload() -> None:
+    """Import matplotlib now (it takes most of a second), e.g. in a background thread while a model runs."""
+    import matplotlib.backends.backend_agg  # noqa: F401
+    import matplotlib.colorbar  # noqa: F401
+    import matplotlib.figure  # noqa: F401
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    return plt
+def _new_figure(figsize: tuple[float, float], dpi: float | None = None) -> Any:
+    """A matplotlib Figure on its own Agg canvas.
+
+    No pyplot: its global figure registry is not thread-safe, and figures here are drawn from
+    worker threads too.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=figsize, dpi=dpi)
+    FigureCanvasAgg(fig)
+    return fig
 
 
 def _draw(ax, values: npt.NDArray[np.floating], title: str, vmin: float | None, vmax: float | None, mark_best: bool):
@@ -63,9 +76,9 @@ def head_heatmap(
         baseline: if given, written in the title for comparison.
         baseline_label: what the baseline is (e.g. ``"position only"``).
     """
-    plt = _pyplot()
     values = np.asarray(values, dtype=float)
-    fig, ax = plt.subplots(figsize=(1.2 + 0.42 * values.shape[1], 1.2 + 0.36 * values.shape[0]))
+    fig = _new_figure((1.2 + 0.42 * values.shape[1], 1.2 + 0.36 * values.shape[0]))
+    ax = fig.subplots()
     full_title = title if baseline is None else f"{title}\n({baseline_label} {baseline:.3f})"
     im = _draw(ax, values, full_title, vmin, vmax, mark_best=True)
     fig.colorbar(im, ax=ax, label=label)
@@ -73,7 +86,6 @@ def head_heatmap(
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 
@@ -93,7 +105,8 @@ def overview_figure(
     is many times faster than one axes per panel and reads the same. Panels may differ in
     shape; each is ``(n_layers, n_heads)``, layer 1 at the bottom, head 1 on the left.
     """
-    plt = _pyplot()
+    from matplotlib import colormaps
+
     names = list(panels)
     arrays = [np.asarray(panels[name], dtype=float) for name in names]
     n = max(len(names), 1)
@@ -115,9 +128,10 @@ def overview_figure(
             layer, head = np.unravel_index(np.nanargmax(values), values.shape)
             boxes_x.append(x0 + head)
             boxes_y.append(y0 + layer)
-    fig, ax = plt.subplots(figsize=(0.15 * width + 1.8, 0.15 * height + 1.0))
+    fig = _new_figure((0.15 * width + 1.8, 0.15 * height + 1.0))
+    ax = fig.subplots()
     fig.subplots_adjust(left=0.05, right=0.97, bottom=0.6 / (0.15 * height + 1.0), top=1 - 0.45 / (0.15 * height + 1.0))
-    cmap = plt.get_cmap("viridis").with_extremes(bad="white")
+    cmap = colormaps["viridis"].with_extremes(bad="white")
     im = ax.imshow(mosaic, aspect="equal", cmap=cmap, vmin=vmin, vmax=vmax, origin="lower", interpolation="nearest")
     ax.plot(boxes_x, boxes_y, marker="s", markersize=4.5, markerfacecolor="none", markeredgecolor="red",
             markeredgewidth=1.0, linestyle="none")
@@ -140,8 +154,7 @@ def overview_figure(
     fig.suptitle(suptitle + "  (per panel: rows layer, columns head; 1-based; best head boxed)", fontsize=9)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    fig.savefig(path, dpi=80, pil_kwargs={"compress_level": 1})  # fast zlib level: ~2x quicker, ~30% larger
     return path
 
 
@@ -168,33 +181,30 @@ class HeatmapWriter:
         from matplotlib.font_manager import FontProperties, findfont
         from PIL import ImageFont
 
-        plt = _pyplot()
         self.shape = (n_layers, n_heads)
         self.vmin, self.vmax = float(vmin), float(vmax)
-        fig, ax = plt.subplots(figsize=(1.4 + 0.42 * n_heads, 1.5 + 0.34 * n_layers), dpi=dpi)
-        try:
-            image = ax.imshow(np.full(self.shape, np.nan), aspect="auto", cmap="viridis", vmin=vmin, vmax=vmax,
-                              origin="lower", interpolation="nearest")
-            ax.set_xticks(range(n_heads), [str(h + 1) for h in range(n_heads)], fontsize=7)
-            ax.set_yticks(range(n_layers), [str(l + 1) for l in range(n_layers)], fontsize=7)
-            ax.tick_params(length=2)
-            ax.set_xlabel("head (1-based)", fontsize=8)
-            ax.set_ylabel("layer (1-based)", fontsize=8)
-            for spine in ax.spines.values():
-                spine.set_visible(False)
-            fig.colorbar(image, ax=ax, label=label, pad=0.02)
-            ax.text(0.5, 1.01, note, transform=ax.transAxes, ha="center", va="bottom", fontsize=7, color="0.3")
-            fig.subplots_adjust(left=0.09, right=0.99, top=0.80, bottom=0.17)
-            fig.canvas.draw()
-            self._background = np.array(fig.canvas.buffer_rgba())[..., :3]  # (height, width, 3) uint8
-            height = self._background.shape[0]
-            box = ax.get_window_extent()  # display pixels, origin bottom-left
-            # pixel rectangle of the cells, rows top to bottom
-            self._x0, self._x1 = int(round(box.x0)), int(round(box.x1))
-            self._y0, self._y1 = int(round(height - box.y1)), int(round(height - box.y0))
-            self._title_xy = ((box.x0 + box.x1) / 2, height - box.y1 - (7 + 9) * dpi / 72)
-        finally:
-            plt.close(fig)
+        fig = _new_figure((1.4 + 0.42 * n_heads, 1.5 + 0.34 * n_layers), dpi=dpi)
+        ax = fig.subplots()
+        image = ax.imshow(np.full(self.shape, np.nan), aspect="auto", cmap="viridis", vmin=vmin, vmax=vmax,
+                          origin="lower", interpolation="nearest")
+        ax.set_xticks(range(n_heads), [str(h + 1) for h in range(n_heads)], fontsize=7)
+        ax.set_yticks(range(n_layers), [str(l + 1) for l in range(n_layers)], fontsize=7)
+        ax.tick_params(length=2)
+        ax.set_xlabel("head (1-based)", fontsize=8)
+        ax.set_ylabel("layer (1-based)", fontsize=8)
+        for spine in ax.spines.values():
+            spine.set_visible(False)
+        fig.colorbar(image, ax=ax, label=label, pad=0.02)
+        ax.text(0.5, 1.01, note, transform=ax.transAxes, ha="center", va="bottom", fontsize=7, color="0.3")
+        fig.subplots_adjust(left=0.09, right=0.99, top=0.80, bottom=0.17)
+        fig.canvas.draw()
+        self._background = np.array(fig.canvas.buffer_rgba())[..., :3]  # (height, width, 3) uint8
+        height = self._background.shape[0]
+        box = ax.get_window_extent()  # display pixels, origin bottom-left
+        # pixel rectangle of the cells, rows top to bottom
+        self._x0, self._x1 = int(round(box.x0)), int(round(box.x1))
+        self._y0, self._y1 = int(round(height - box.y1)), int(round(height - box.y0))
+        self._title_xy = ((box.x0 + box.x1) / 2, height - box.y1 - (7 + 9) * dpi / 72)
         px = np.arange(self._x0, self._x1) + 0.5 - box.x0
         py = box.y1 - (np.arange(self._y0, self._y1) + 0.5 - (height - box.y1)) - box.y0  # from the bottom
         self._col = np.clip((px / box.width * n_heads).astype(np.intp), 0, n_heads - 1)  # (w,) head of each pixel

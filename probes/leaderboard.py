@@ -23,8 +23,11 @@ from __future__ import annotations
 import json
 import logging
 import math
+import queue
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +36,6 @@ import numpy as np
 import numpy.typing as npt
 
 from probes.attention import WordAttention
-from probes.checksum import file_sha256
 from probes.baselines import OffsetBaseline
 from probes.data import Sentence
 from probes.errors import ConfigError
@@ -56,6 +58,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger("probes")
+
+#: Pairs in flight between the extraction thread and the scorer (bounds memory).
+_QUEUE_PAIRS = 256
 
 #: Columns of ``leaderboard.csv`` (layer and head 1-based, accuracies as fractions).
 LEADERBOARD_COLUMNS: tuple[str, ...] = (
@@ -114,48 +119,77 @@ class LeaderboardRow:
 
 @dataclass(frozen=True)
 class SplitScores:
-    """Head scores and baselines of one data split, with the time spent on each side.
+    """Head scores and baselines of one data split, with where the time went.
+
+    Scoring runs concurrently with extraction (see :func:`score_pairs`), so the two times
+    overlap; only the time scoring adds after the last attention arrives counts as added.
 
     Attributes:
         heads, baselines: the results (same sentences, same order).
-        extraction_s: time spent waiting for the attention (model or store).
-        scoring_s: time spent inside the accumulators.
+        extraction_s: wall time until the last attention arrived (model or store).
+        scoring_s: wall time scoring added after that (the tail, plus ``compute``).
+        scoring_busy_s: time spent inside the accumulators, overlapped with extraction.
     """
 
     heads: HeadScores
     baselines: BaselineScores
     extraction_s: float
     scoring_s: float
+    scoring_busy_s: float = 0.0
+
+
+_DONE = object()
+
+
+def _produce(pairs: Iterable[Any], out: queue.Queue[Any], finished: list[float]) -> None:
+    """Producer thread: put every pair (then ``_DONE``, or the exception raised) on ``out``."""
+    try:
+        for pair in pairs:
+            out.put(pair)
+    except BaseException as exc:  # handed to the consumer, which re-raises it
+        out.put(exc)
+    finally:
+        finished.append(time.perf_counter())
+        out.put(_DONE)
 
 
 def score_pairs(pairs: Iterable[tuple[Sentence, WordAttention]], *, poss_rule: bool = True) -> SplitScores:
     """Feed ``(sentence, attention)`` pairs to a :class:`HeadAccuracy` and an :class:`OffsetBaseline`.
 
-    Sentences the head scorer skips (truncated by the extractor) are left out of the
-    baselines too, so both cover the same sentences for paired intervals.
+    The pairs are produced (the model runs) in a worker thread while this thread scores them,
+    through a bounded queue, so scoring overlaps extraction: torch and numpy release the GIL
+    in their kernels. Sentences the head scorer skips (truncated by the extractor) are left
+    out of the baselines too, so both cover the same sentences for paired intervals.
     """
     heads = HeadAccuracy(poss_rule=poss_rule)
     base = OffsetBaseline(poss_rule=poss_rule)
-    waiting = scoring = 0.0
-    iterator = iter(pairs)
+    inbox: queue.Queue[Any] = queue.Queue(maxsize=_QUEUE_PAIRS)
+    finished: list[float] = []
+    start = time.perf_counter()
+    worker = threading.Thread(target=_produce, args=(pairs, inbox, finished), name="probes-extract", daemon=True)
+    worker.start()
+    busy = 0.0
     while True:
-        t0 = time.perf_counter()
-        try:
-            sentence, attention = next(iterator)
-        except StopIteration:
-            waiting += time.perf_counter() - t0
+        item = inbox.get()
+        if item is _DONE:
             break
+        if isinstance(item, BaseException):
+            worker.join()
+            raise item
         t1 = time.perf_counter()
+        sentence, attention = item
         before = heads.n_units
         heads.update(sentence, attention)
         if heads.n_units > before:
             base.update(sentence)
-        waiting += t1 - t0
-        scoring += time.perf_counter() - t1
+        busy += time.perf_counter() - t1
+    worker.join()
     t2 = time.perf_counter()
     result_heads, result_base = heads.compute(), base.compute()
-    scoring += time.perf_counter() - t2
-    return SplitScores(result_heads, result_base, waiting, scoring)
+    end = time.perf_counter()
+    busy += end - t2
+    extraction_done = finished[0] if finished else t2
+    return SplitScores(result_heads, result_base, extraction_done - start, end - extraction_done, busy)
 
 
 def listed_relations(
@@ -410,22 +444,25 @@ def _write_figures(rows: Sequence[LeaderboardRow], report: HeadScores, out: Path
     subtitles = []
     paths: dict[str, Path] = {}
     note = f"accuracy on {data}; red box: head selected on {selected}"
-    with HeatmapWriter(acc.shape[1], acc.shape[2], note=note) as writer:
-        for row in rows:
-            d = report.directions.index(row.direction)
-            values = acc[d, :, :, report.index(row.relation)]  # (L, H)
-            panels[row.relation] = values
-            subtitles.append(f"{row.relation} ({row.direction})")
-            safe = row.relation.replace(":", "_").replace("*", "all")
-            best_base = row.position_accuracy if row.best_baseline == "position" else row.baseline_accuracy
-            paths[f"figures/{safe}.png"] = writer.write(
-                values, out / "figures" / f"{safe}.png",
-                mark=(report.layers.index(row.layer), report.heads.index(row.head)),
-                title=f"{row.relation} ({row.direction}), n={row.count}: head {head_name(row.layer, row.head)} "
-                      f"{100 * row.accuracy:.1f}%, best baseline {100 * best_base:.1f}%")
-    paths["overview.png"] = overview_figure(
-        panels, out / "figures" / "overview.png", suptitle=f"Head accuracy per relation ({data})",
-        ncols=6, subtitles=subtitles)
+    for row in rows:
+        d = report.directions.index(row.direction)
+        panels[row.relation] = acc[d, :, :, report.index(row.relation)]  # (L, H)
+        subtitles.append(f"{row.relation} ({row.direction})")
+    # The overview (matplotlib) is drawn in a second thread while this one paints the per-relation
+    # heatmaps (numpy + Pillow, which release the GIL while they encode).
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="probes-overview") as pool:
+        overview = pool.submit(overview_figure, panels, out / "figures" / "overview.png",
+                               suptitle=f"Head accuracy per relation ({data})", ncols=6, subtitles=subtitles)
+        with HeatmapWriter(acc.shape[1], acc.shape[2], note=note) as writer:
+            for row in rows:
+                safe = row.relation.replace(":", "_").replace("*", "all")
+                best_base = row.position_accuracy if row.best_baseline == "position" else row.baseline_accuracy
+                paths[f"figures/{safe}.png"] = writer.write(
+                    panels[row.relation], out / "figures" / f"{safe}.png",
+                    mark=(report.layers.index(row.layer), report.heads.index(row.head)),
+                    title=f"{row.relation} ({row.direction}), n={row.count}: head {head_name(row.layer, row.head)} "
+                          f"{100 * row.accuracy:.1f}%, best baseline {100 * best_base:.1f}%")
+        paths["overview.png"] = overview.result()
     return paths
 
 
@@ -450,6 +487,10 @@ def run_leaderboard(
         (also written to ``run.json``) with ``timings`` for each phase.
     """
     record = dict(record or {})
+    if figures:  # matplotlib's import overlaps the model run instead of adding to the writing time
+        from probes.figures import preload
+
+        threading.Thread(target=preload, name="probes-preload", daemon=True).start()
     select = score_pairs(select_pairs, poss_rule=poss_rule) if select_pairs is not None else None
     report = score_pairs(report_pairs, poss_rule=poss_rule)
     t0 = time.perf_counter()
@@ -479,7 +520,8 @@ def run_leaderboard(
                  "exclude": list(exclude), "relations": list(relations) if relations else None,
                  "bootstrap": {"n_resamples": 1000, "confidence": 0.95, "random_state": 0, "unit": "sentence"},
                  "tie_break": "accuracy desc, then layer, head, direction asc"},
-        timings={"extraction_s": extraction_s, "scoring_s": scoring_s},
+        timings={"extraction_s": extraction_s, "scoring_s": scoring_s,
+                 "scoring_busy_s": report.scoring_busy_s + (select.scoring_busy_s if select else 0.0)},
         memory={"per_sentence_counts_bytes": report.heads.units.nbytes if report.heads.units is not None else 0},
     )
     paths = write_leaderboard(rows, report.heads, out_dir, select=select.heads if select else None,
@@ -487,8 +529,10 @@ def run_leaderboard(
     final = json.loads(paths["run.json"].read_text(encoding="utf-8"))
     timings = final["timings"]
     timings["overhead_fraction"] = (timings["scoring_s"] + timings["writing_s"]) / max(extraction_s, 1e-9)
-    timings["note"] = ("extraction_s: waiting for attention (model or store); scoring_s: accumulators, selection "
-                       "and intervals; writing_s: tables, run record and figures; "
+    timings["note"] = ("extraction_s: wall time until the last attention arrived (model or store); scoring runs "
+                       "concurrently with extraction, so scoring_s is the wall time it added after that (the tail, "
+                       "compute, selection and intervals) and scoring_busy_s the time spent in the accumulators, "
+                       "mostly overlapped; writing_s: tables, run record and figures; "
                        "overhead_fraction = (scoring_s + writing_s) / extraction_s")
     write_json(final, paths["run.json"])
     return rows, paths, final

@@ -34,11 +34,17 @@ def write_csv(rows: Sequence[Mapping[str, Any]], path: str | Path, columns: Sequ
     path.parent.mkdir(parents=True, exist_ok=True)
     columns = list(columns or (rows[0].keys() if rows else []))
     with path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: ("" if _is_nan(row.get(k)) else row.get(k)) for k in columns})
+        writer = csv.writer(fh)
+        writer.writerow(columns)
+        writer.writerows([_csv_cell(row.get(k)) for k in columns] for row in rows)
     return path
+
+
+def _csv_cell(value: Any) -> Any:
+    """NaN and None as empty cells; everything else as ``csv`` writes it."""
+    if value is None or (value != value):  # NaN is the only value not equal to itself
+        return ""
+    return value
 
 
 def write_json(obj: Any, path: str | Path) -> Path:
@@ -97,10 +103,6 @@ def _looks_numeric(text: str) -> bool:
     except ValueError:
         return text == "-"
     return True
-
-
-def _is_nan(value: Any) -> bool:
-    return isinstance(value, float) and math.isnan(value)
 
 
 def _clean(obj: Any) -> Any:
