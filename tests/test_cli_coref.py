@@ -100,3 +100,14 @@ def test_bridging_end_to_end(tiny: Path, minilm_path: Path, tmp_path: Path,
     assert first["chance_mass"] == pytest.approx(2 / 19)
     assert 0.0 <= first["mass"] <= 1.0 and first["accuracy"] in (0.0, 1.0)
     assert (out / "bridging_heatmaps.png").is_file()
+
+
+@pytest.mark.parametrize(("command", "what"), [("coref", "Entity="), ("bridging", "Bridge=")])
+def test_corpus_without_annotation_fails_before_the_model_loads(
+    command: str, what: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plain = Path(__file__).parent / "fixtures" / "corpora" / "mwt_empty.conllu"  # a treebank, no coreference
+    # "--model unused" would fail to load: the annotation check must come first.
+    assert main([command, "--model", "unused", "--corpus", str(plain)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {plain}: expected") and what in err and len(err.splitlines()) == 1

@@ -247,6 +247,17 @@ def _finish(out: Path | None, name: str, rows: list[dict[str, Any]], md: str, tx
     print(f"wrote {out}", file=sys.stderr)
 
 
+def _check_annotated(corpus: Path, *, bridges: bool) -> None:
+    """Fail before the model loads when ``corpus`` has no coreference (or bridging) annotation at all."""
+    from probes.corpora import read_documents
+
+    what = "bridging links (Bridge= in MISC)" if bridges else "coreference mentions (Entity= in MISC)"
+    for doc in read_documents(corpus):
+        if doc.bridges if bridges else doc.mentions:
+            return
+    raise ConfigError(f"expected {what}, found none; give a GUM / CorefUD CoNLL-U file", path=corpus)
+
+
 def _score_corpora(make: Callable[[], Any], scorer: Any, *, model: str, revision: str | None, device: str | None,
                    batch_size: int, progress: bool, corpus: Path, select_on: Path | None, window: int | None,
                    stride: int | None) -> tuple[Any, Any, dict[str, Any], Any, dict[str, Any] | None]:
@@ -259,6 +270,9 @@ def _score_corpora(make: Callable[[], Any], scorer: Any, *, model: str, revision
     if window is not None and window < 3 or stride is not None and stride < 1:
         raise ConfigError(f"--window/--stride: expected a window over 2 tokens and a positive stride, "
                           f"found {window} and {stride}")
+    for path in (corpus, select_on):
+        if path is not None:
+            _check_annotated(path, bridges=isinstance(scorer, BridgingScores))
     extractor = _extractor(model, revision, device, batch_size, progress)
     facts = _scan(extractor, corpus, window, stride, [scorer])
     selection = sel_facts = None
