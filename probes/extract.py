@@ -281,7 +281,9 @@ class AttentionExtractor:
             return tuple(range(size))
         out = tuple(int(v) for v in values)
         if not out or any(v < 0 or v >= size for v in out) or len(set(out)) != len(out):
-            raise ConfigError(f"{name} must be distinct 0-based indices in 0..{size - 1}, found {list(values)}")
+            raise ConfigError(
+                f"{name}: expected distinct 0-based indices in 0..{size - 1} (the model has {size}; "
+                f"{name} {', '.join(str(v + 1) for v in values)} counted from 1), found {list(values)}")
         return out
 
     # ------------------------------------------------------------------ facts

@@ -89,7 +89,7 @@ def test_layers_and_heads_restricted(tmp_path: Path) -> None:
     for (_, a), (_, b) in zip(full.iter_attention(CORPUS), part.iter_attention(CORPUS), strict=True):
         assert b.layers == (1,) and b.heads == (3, 0)
         np.testing.assert_allclose(b.weights, a.weights[[1]][:, [3, 0]], atol=1e-6)
-    with pytest.raises(ConfigError, match="layers must be distinct 0-based indices in 0..1"):
+    with pytest.raises(ConfigError, match=r"layers: expected distinct 0-based indices in 0..1 \(the model has 2"):
         AttentionExtractor.from_pretrained(folder, layers=[2], progress=False)
 
 
