@@ -52,6 +52,20 @@ def parse_entity_chunks(value: str) -> list[str]:
     return chunks
 
 
+def _links(state: _DocState, misc: str, key: str, line: int, sent_id: str) -> list[tuple[str, str]]:
+    """The ``antecedent<anaphor`` pairs of a ``Bridge=`` or ``SplitAnte=`` MISC value (comma-separated)."""
+    value = _misc_get(misc, key)
+    if not value:
+        return []
+    pairs = []
+    for link in value.split(","):
+        ante, sep, ana = link.partition("<")
+        if not sep or not ante or not ana:
+            raise _error(state, line, sent_id, f"expected {key}=antecedent<anaphor, found {link!r}")
+        pairs.append((ante, ana))
+    return pairs
+
+
 def _misc_get(misc: str, key: str) -> str | None:
     prefix = key + "="
     for item in misc.split("|"):
@@ -286,30 +300,10 @@ def build_document(
                     opened=opened,
                     partial=partial,
                 )
-            bridge = _misc_get(misc, "Bridge")
-            if bridge:
-                for link in bridge.split(","):
-                    ante, sep, ana = link.partition("<")
-                    if not sep or not ante or not ana:
-                        raise _error(
-                            state,
-                            line,
-                            sent.sent_id,
-                            f"expected Bridge=antecedent<anaphor, found {link!r}",
-                        )
-                    state.bridges.append((ante, ana.split(":", 1)[0], base + k, line))
-            split = _misc_get(misc, "SplitAnte")
-            if split:
-                for link in split.split(","):
-                    ante, sep, ana = link.partition("<")
-                    if not sep or not ante or not ana:
-                        raise _error(
-                            state,
-                            line,
-                            sent.sent_id,
-                            f"expected SplitAnte=antecedent<anaphor, found {link!r}",
-                        )
-                    state.split_ante.append((ante, ana, line))
+            for ante, ana in _links(state, misc, "Bridge", line, sent.sent_id):
+                state.bridges.append((ante, ana.split(":", 1)[0], base + k, line))
+            for ante, ana in _links(state, misc, "SplitAnte", line, sent.sent_id):
+                state.split_ante.append((ante, ana, line))
     for eid, stack in opened.items():
         if stack:
             raise AnnotationError(
