@@ -64,7 +64,8 @@ def test_matches_reference_and_rows_sum_to_one(tiny: Path, from_pool: str) -> No
 def test_specials_flagged_per_family(tiny: Path) -> None:
     ex = AttentionExtractor.from_pretrained(tiny, progress=False)
     _, wa = next(ex.iter_attention(CORPUS[:1]))
-    expected = {"bert": (1, 1), "roberta": (1, 1), "gpt2": (0, 0), "llama": (1, 0)}[tiny.name]
+    expected = {"bert": (1, 1), "roberta": (1, 1), "gpt2": (0, 0), "llama": (1, 0), "electra": (1, 1),
+                "deberta": (1, 1), "modernbert": (1, 1)}[tiny.name]
     lead, trail = expected
     n_words = len(CORPUS[0].words)
     assert wa.is_special.tolist() == [True] * lead + [False] * n_words + [True] * trail

@@ -13,6 +13,8 @@ Families covered (see :data:`BUILDERS`):
 * ``gpt2``: byte-level BPE, no special tokens added, causal decoder.
 * ``llama``: SentencePiece-style Unigram (``▁`` markers), BOS added, causal decoder with
   grouped-query attention (2 key/value heads for 4 query heads).
+* ``electra``, ``deberta`` (DeBERTa-v2, relative attention), ``modernbert`` (rotary, alternating
+  local/global attention): other encoder architectures, over the ``bert`` WordPiece tokenizer.
 
 Usage::
 
@@ -28,7 +30,8 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["BUILDERS", "CORPUS", "build", "build_bert", "build_roberta", "build_gpt2", "build_llama"]
+__all__ = ["BUILDERS", "CORPUS", "build", "build_bert", "build_roberta", "build_gpt2", "build_llama",
+           "build_electra", "build_deberta", "build_modernbert"]
 
 #: Text the BPE and Unigram tokenizers are trained on; test sentences may use other words too.
 CORPUS = [
@@ -160,12 +163,56 @@ def build_llama(folder: Path, seed: int = 0) -> Path:
     return folder
 
 
+def _encoder_over_wordpiece(folder: Path, seed: int, config_name: str, model_name: str, **extra: object) -> Path:
+    """The ``bert`` WordPiece tokenizer with another encoder architecture (2 layers x 4 heads)."""
+    import shutil
+    import tempfile
+
+    import transformers
+
+    folder = Path(folder)
+    with tempfile.TemporaryDirectory() as scratch:
+        shutil.copytree(build_bert(Path(scratch) / "bert", seed), folder, dirs_exist_ok=True)
+    for stale in folder.glob("*.safetensors"):
+        stale.unlink()
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(folder)
+    _seed(seed)
+    config = getattr(transformers, config_name)(
+        vocab_size=len(tok), hidden_size=_HIDDEN, num_hidden_layers=_LAYERS, num_attention_heads=_HEADS,
+        intermediate_size=64, max_position_embeddings=_MAX, pad_token_id=tok.pad_token_id, **extra)
+    getattr(transformers, model_name)(config).eval().save_pretrained(folder)
+    return folder
+
+
+def build_electra(folder: Path, seed: int = 0) -> Path:
+    """ElectraModel (embedding size smaller than hidden size) over WordPiece."""
+    return _encoder_over_wordpiece(folder, seed, "ElectraConfig", "ElectraModel", embedding_size=16)
+
+
+def build_deberta(folder: Path, seed: int = 0) -> Path:
+    """DebertaV2Model with disentangled relative attention over WordPiece."""
+    return _encoder_over_wordpiece(folder, seed, "DebertaV2Config", "DebertaV2Model", relative_attention=True,
+                                   position_buckets=16, pos_att_type=["p2c", "c2p"])
+
+
+def build_modernbert(folder: Path, seed: int = 0) -> Path:
+    """ModernBertModel (rotary positions, local and global attention layers) over WordPiece."""
+    ids = {"bos_token_id": 2, "eos_token_id": 3, "cls_token_id": 2, "sep_token_id": 3}  # [CLS], [SEP]
+    return _encoder_over_wordpiece(folder, seed, "ModernBertConfig", "ModernBertModel",
+                                   global_attn_every_n_layers=2, local_attention=4, **ids)
+
+
 #: name -> builder(folder, seed) for every family above.
 BUILDERS: dict[str, Callable[..., Path]] = {
     "bert": build_bert,
     "roberta": build_roberta,
     "gpt2": build_gpt2,
     "llama": build_llama,
+    "electra": build_electra,
+    "deberta": build_deberta,
+    "modernbert": build_modernbert,
 }
 
 
