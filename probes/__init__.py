@@ -7,6 +7,7 @@ Layers and heads are 0-based in code and 1-based (``layer-head``) in every outpu
 
 from __future__ import annotations
 
+from probes._lazy import lazy_getattr
 from probes.accumulate import Accumulator, accumulate
 from probes.attention import WordAttention
 from probes.corpora import ReadReport, read_documents, read_treebank, write_conllu
@@ -64,14 +65,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        import importlib
-
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'probes' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 __all__ = [
     "Accumulator",

@@ -8,7 +8,7 @@ raises a :class:`~probes.errors.FormatError` or
 
 from __future__ import annotations
 
-from typing import Any
+from probes._lazy import lazy_getattr
 
 from probes.corpora.conllu import read_conllu, write_conllu
 from probes.corpora.conllx import read_conllx
@@ -40,10 +40,5 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Import the spaCy-backed readers only when used (spaCy is slow to import)."""
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'probes.corpora' has no attribute {name!r}")
+#: Import the spaCy-backed readers only when used (spaCy is slow to import).
+__getattr__ = lazy_getattr(__name__, _LAZY)
