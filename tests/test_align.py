@@ -1,4 +1,4 @@
-"""Word alignment and pooling (probes.align) against a slow, independently written reference."""
+"""Word alignment and pooling (probes.extraction.align) against a slow, independently written reference."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from probes.align import Alignment, align_words, alignment_from_word_ids, pool_batch
+from probes.extraction.align import Alignment, align_words, alignment_from_word_ids, pool_batch
 from probes.errors import AlignmentError, ConfigError
 from tests.tiny_models import build
 

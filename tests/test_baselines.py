@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from probes.baselines import OffsetBaseline, offset_baseline
-from probes.data import Sentence
+from probes.analysis.baselines import OffsetBaseline, offset_baseline
+from probes.corpora.types import Sentence
 
 RESEARCH = Path(__file__).resolve().parents[2] / "shared" / "research"
 

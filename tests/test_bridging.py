@@ -1,4 +1,4 @@
-"""Tests of probes.bridging on a hand-worked document and against a slow reference."""
+"""Tests of probes.analysis.bridging on a hand-worked document and against a slow reference."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from probes.attention import WordAttention
-from probes.bridging import BridgingScores
-from probes.data import Bridge, Document, Mention, Sentence
+from probes.extraction.attention import WordAttention
+from probes.analysis.bridging import BridgingScores
+from probes.corpora.types import Bridge, Document, Mention, Sentence
 from probes.errors import AlignmentError, ConfigError
-from probes.windows import document_windows
+from probes.extraction.windows import document_windows
 
 WORDS = [["We", "saw", "a", "house", "."], ["The", "door", "was", "red", "."], ["Its", "roof", "leaked", "."]]
 #        offsets 0-4                          5-9                                10-13

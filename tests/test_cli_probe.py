@@ -47,8 +47,8 @@ def test_probe_on_minilm_and_ewt_writes_every_output(minilm_path, ewt, tmp_path,
 @pytest.mark.slow
 def test_probe_reads_attention_stores(minilm_path, ewt, tmp_path, capsys):
     from probes.corpora import read_treebank
-    from probes.extract import AttentionExtractor
-    from probes.store import extract_to_store
+    from probes.extraction.extractor import AttentionExtractor
+    from probes.extraction.store import extract_to_store
 
     ex = AttentionExtractor.from_pretrained(str(minilm_path), progress=False, device="cpu")
     sents = list(read_treebank(ewt / "en_ewt-ud-dev.conllu"))

@@ -11,7 +11,7 @@ import pytest
 
 from probes.cli import main
 
-SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample"
+SAMPLE = Path(__file__).resolve().parents[1] / "probes" / "corpora" / "sample"
 
 
 @pytest.fixture(scope="module")
@@ -123,8 +123,8 @@ def stores(tmp_path_factory):
 
 def _float16_attention(monkeypatch):
     """Make live extraction round attention to float16, as the store does, so both runs see the same numbers."""
-    from probes.attention import WordAttention
-    from probes.extract import AttentionExtractor
+    from probes.extraction.attention import WordAttention
+    from probes.extraction.extractor import AttentionExtractor
 
     live = AttentionExtractor.iter_attention
 

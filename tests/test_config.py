@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from probes.cli import main
-from probes.config import load_config, resolve_model
+from probes.runs.config import load_config, resolve_model
 from probes.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
-SAMPLE = ROOT / "data" / "sample"
+SAMPLE = ROOT / "probes" / "corpora" / "sample"
 
 
 def _leaderboard_params() -> set[str]:

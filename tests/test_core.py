@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from probes.errors import AnnotationError, InputError, ProbesError, located
-from probes.heads import head_name
-from probes.report import markdown_table, text_table, write_csv, write_json
-from probes.stats import bootstrap_ci
+from probes.heads.naming import head_name
+from probes.reports.tables import markdown_table, text_table, write_csv, write_json
+from probes.heads.intervals import bootstrap_ci
 
 
 def test_errors_message_starts_with_path_line() -> None:
@@ -65,7 +65,7 @@ def test_report_writers_roundtrip(tmp_path) -> None:
 
 
 def test_figures_write_png(tmp_path) -> None:
-    from probes.figures import head_heatmap, overview_figure
+    from probes.reports.figures import head_heatmap, overview_figure
 
     values = np.arange(12, dtype=float).reshape(3, 4) / 12
     p = head_heatmap(values, tmp_path / "h.png", title="t")

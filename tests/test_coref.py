@@ -1,4 +1,4 @@
-"""Tests of probes.coref on hand-worked documents and against a slow reference."""
+"""Tests of probes.analysis.coreference on hand-worked documents and against a slow reference."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from probes.attention import WordAttention
-from probes.coref import (
+from probes.extraction.attention import WordAttention
+from probes.analysis.coreference import (
     BASELINES,
     SPLIT_ANTECEDENTS,
     AntecedentAccuracy,
@@ -19,9 +19,9 @@ from probes.coref import (
     mention_order,
     mention_type,
 )
-from probes.data import Document, Mention, Sentence, SplitAntecedent
+from probes.corpora.types import Document, Mention, Sentence, SplitAntecedent
 from probes.errors import AlignmentError, ConfigError
-from probes.windows import Window, document_windows
+from probes.extraction.windows import Window, document_windows
 
 # (form, UPOS, FEATS) per word; one list per sentence.
 SENTENCES = [

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from probes.attention import WordAttention
-from probes.coref import AntecedentAccuracy
-from probes.windows import document_windows
+from probes.extraction.attention import WordAttention
+from probes.analysis.coreference import AntecedentAccuracy
+from probes.extraction.windows import document_windows
 
 pytestmark = pytest.mark.slow
 

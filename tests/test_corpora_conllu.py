@@ -20,7 +20,7 @@ from probes.corpora import (
     write_conllu,
 )
 from probes.corpora.validate import find_cycle
-from probes.data import Sentence
+from probes.corpora.types import Sentence
 from probes.errors import (
     AnnotationError,
     ConfigError,

@@ -8,7 +8,7 @@ import pytest
 
 from probes.corpora import ReadReport, read_documents
 from probes.corpora.coref import parse_entity_chunks, tree_head
-from probes.data import SplitAntecedent
+from probes.corpora.types import SplitAntecedent
 from probes.errors import AnnotationError
 
 CORPORA = Path(__file__).resolve().parent / "fixtures" / "corpora"

@@ -76,7 +76,7 @@ def test_docbin_round_trip(tmp_path: Path) -> None:
 
 def test_conll2012_with_given_trees(tmp_path: Path) -> None:
     # trees from a CoNLL-U file of the same sentences: no spaCy model needed
-    from probes.data import Sentence
+    from probes.corpora.types import Sentence
 
     trees = [
         Sentence(

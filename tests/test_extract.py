@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from probes.data import Sentence
+from probes.corpora.types import Sentence
 from probes.errors import ConfigError, ModelOutputError
-from probes.extract import AttentionExtractor
+from probes.extraction.extractor import AttentionExtractor
 from tests.test_align import reference_pool
 from tests.tiny_models import BUILDERS, build
 

@@ -8,10 +8,10 @@ import json
 import numpy as np
 import pytest
 
-from probes.attention import WordAttention
-from probes.data import Sentence
-from probes.leaderboard import LEADERBOARD_COLUMNS, leaderboard, run_leaderboard, score_pairs
-from probes.stats import bootstrap_ci
+from probes.extraction.attention import WordAttention
+from probes.corpora.types import Sentence
+from probes.runs.leaderboard import LEADERBOARD_COLUMNS, leaderboard, run_leaderboard, score_pairs
+from probes.heads.intervals import bootstrap_ci
 
 
 def _pairs(seed: int, n_sent: int = 60, n_layers: int = 2, n_heads: int = 3, good=(1, 2)):

@@ -13,8 +13,8 @@ import math
 import numpy as np
 import pytest
 
-from probes.attention import WordAttention
-from probes.data import Sentence
+from probes.extraction.attention import WordAttention
+from probes.corpora.types import Sentence
 from probes.errors import AlignmentError, ConfigError, FormatError, SkippedItemWarning
 from probes.probing import (
     AttnEmbParser,

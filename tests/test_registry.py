@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from probes.errors import ConfigError, InputError
-from probes.registry import REGISTRY_PATH, fetch_treebank, load_registry, resolve_treebank
+from probes.corpora.registry import REGISTRY_PATH, fetch_treebank, load_registry, resolve_treebank
 
 CONLLU = "# sent_id = 1\n1\tHi\thi\tINTJ\tUH\t_\t0\troot\t_\t_\n\n"
 

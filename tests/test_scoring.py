@@ -8,9 +8,9 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from probes.attention import WordAttention
-from probes.data import Sentence
-from probes.scoring import HeadAccuracy, head_accuracy
+from probes.extraction.attention import WordAttention
+from probes.corpora.types import Sentence
+from probes.analysis.dependency import HeadAccuracy, head_accuracy
 
 LABELS = ["nsubj", "nsubj:pass", "obj", "det", "case", "nmod:poss", "punct", "root", "amod", "poss"]
 WORDS = ["the", "dog", "'s", "’s", "'", "bone", ".", "ran", "s"]
@@ -150,7 +150,7 @@ def test_length_mismatch_is_an_alignment_error():
 @pytest.mark.slow
 def test_matches_reference_on_real_minilm_attention(ewt, minilm_path):
     from probes.corpora import read_treebank
-    from probes.extract import AttentionExtractor
+    from probes.extraction.extractor import AttentionExtractor
 
     sents = list(itertools.islice(read_treebank(ewt / "en_ewt-ud-dev.conllu"), 12))
     extractor = AttentionExtractor.from_pretrained(minilm_path, device="cpu", progress=False)

@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from probes.data import Sentence
+from probes.corpora.types import Sentence
 from probes.errors import StoreError
-from probes.extract import AttentionExtractor
-from probes.store import extract_to_store, open_store
+from probes.extraction.extractor import AttentionExtractor
+from probes.extraction.store import extract_to_store, open_store
 from tests.tiny_models import build
 
 REPO = Path(__file__).resolve().parents[1]
@@ -95,8 +95,8 @@ def test_resume_after_callback_interrupt_gives_same_bytes(bert: Path, tmp_path: 
 _KILL_SCRIPT = """
 import sys
 sys.path.insert(0, {repo!r})
-from probes.extract import AttentionExtractor
-from probes.store import extract_to_store
+from probes.extraction.extractor import AttentionExtractor
+from probes.extraction.store import extract_to_store
 from tests.test_store import corpus
 ex = AttentionExtractor.from_pretrained({model!r}, batch_size=4, progress=False)
 extract_to_store(ex, corpus(160), {out!r}, shard_size=4)

@@ -1,4 +1,4 @@
-"""Tests of probes.windows: whole-sentence windows, stride, splitting, ownership."""
+"""Tests of probes.extraction.windows: whole-sentence windows, stride, splitting, ownership."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from probes.data import Document, Sentence
+from probes.corpora.types import Document, Sentence
 from probes.errors import ConfigError
-from probes.windows import document_windows, iter_windows, owner_window
+from probes.extraction.windows import document_windows, iter_windows, owner_window
 
 
 def one_token_per_word(words: Sequence[str]) -> int:

@@ -33,7 +33,7 @@ def main() -> None:
             sid = f"sample-{n:03d}" + (f"-{k + 1}" if k else "")
             splits[split].append(from_spacy(sent, sent_id=sid, doc_id=None, silver=True))
     for split, sentences in splits.items():
-        path = HERE / f"sample-{split}.conllu"
+        path = HERE.parents[1] / "probes" / "corpora" / "sample" / f"sample-{split}.conllu"
         path.write_text(HEADER.format(split=split) + write_conllu(sentences), encoding="utf-8")
         print(f"{path}: {len(sentences)} sentences")
 

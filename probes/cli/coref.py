@@ -1,8 +1,8 @@
 """``probes coref`` and ``probes bridging``: which heads find antecedents, on GUM-style corpora.
 
 Both commands read documents (``Entity=``/``Bridge=`` CoNLL-U), cut them into windows that fit
-the model (:mod:`probes.windows`), extract word-level attention window by window, score every
-head (:mod:`probes.coref`, :mod:`probes.bridging`) and write Markdown / CSV / JSON tables,
+the model (:mod:`probes.extraction.windows`), extract word-level attention window by window, score every
+head (:mod:`probes.analysis.coreference`, :mod:`probes.analysis.bridging`) and write Markdown / CSV / JSON tables,
 layers x heads heatmaps and a ``run.json`` record. Heads are printed 1-based (``layer-head``).
 """
 
@@ -18,13 +18,13 @@ from typing import Any
 import numpy as np
 import typer
 
-from probes.bridging import BridgingResult, BridgingScores
+from probes.analysis.bridging import BridgingResult, BridgingScores
 from probes.cli._app import app
-from probes.coref import BASELINES, DISTANCE_BANDS, MENTION_TYPES, AntecedentAccuracy, CorefResult
+from probes.analysis.coreference import BASELINES, DISTANCE_BANDS, MENTION_TYPES, AntecedentAccuracy, CorefResult
 from probes.errors import ConfigError
-from probes.heads import INDEXING_NOTE, head_name
-from probes.report import markdown_table, text_table, versions, write_csv, write_json
-from probes.windows import iter_windows
+from probes.heads.naming import INDEXING_NOTE, head_name
+from probes.reports.tables import markdown_table, text_table, versions, write_csv, write_json
+from probes.extraction.windows import iter_windows
 from probes.checksum import file_sha256
 
 log = logging.getLogger("probes")
@@ -77,7 +77,7 @@ def _scan(extractor: Any, corpus: Path, window: int | None, stride: int | None,
 
 
 def _extractor(model: str, revision: str | None, device: str | None, batch_size: int, progress: bool) -> Any:
-    from probes.extract import AttentionExtractor
+    from probes.extraction.extractor import AttentionExtractor
 
     return AttentionExtractor.from_pretrained(model, revision=revision, device=device, batch_size=batch_size,
                                               on_long="skip", progress=progress)
@@ -226,7 +226,7 @@ def _options(model: str, corpus: Path, select_on: Path | None, window: int | Non
 def _finish(out: Path | None, name: str, rows: list[dict[str, Any]], md: str, txt: str, head_rows: list[dict],
             record: dict[str, Any], panels: dict[str, np.ndarray], title: str, label: str,
             baseline: float | None, cells: str = "accuracy") -> None:
-    from probes.figures import head_heatmap, overview_figure
+    from probes.reports.figures import head_heatmap, overview_figure
 
     print(txt)
     print(INDEXING_NOTE)

@@ -59,11 +59,11 @@ def extract_cli(
     heads are given 1-based here and recorded 0-based in the store.
     """
     from probes.corpora import read_treebank
-    from probes.extract import AttentionExtractor
-    from probes.store import extract_to_store
+    from probes.extraction.extractor import AttentionExtractor
+    from probes.extraction.store import extract_to_store
 
     try:
-        from probes.registry import resolve_treebank
+        from probes.corpora.registry import resolve_treebank
 
         path = resolve_treebank(treebank)
     except ImportError:  # pragma: no cover - the registry is optional

@@ -55,7 +55,7 @@ def _read(spec: str, limit: int | None) -> tuple[Path, list[Any]]:
     from probes.corpora import read_treebank
 
     try:
-        from probes.registry import resolve_treebank
+        from probes.corpora.registry import resolve_treebank
 
         path = Path(resolve_treebank(spec))
     except ImportError:  # pragma: no cover - registry is optional
@@ -65,7 +65,7 @@ def _read(spec: str, limit: int | None) -> tuple[Path, list[Any]]:
 
 
 def _store(path: Path) -> Any:
-    from probes.store import open_store
+    from probes.extraction.store import open_store
 
     if not path.exists():
         raise InputError(f"{path}: no such file or folder (attention store)")
@@ -111,7 +111,7 @@ def probe_cli(
     from probes.checksum import file_sha256
     from probes.probing.controls import ControlTask, random_init_copy
     from probes.probing.embeddings import GloveVectors, ModelInputVectors
-    from probes.probing.run import _kinds, run_probes
+    from probes.runs.probing import _kinds, run_probes
 
     kinds = _kinds(_split(probe) or ["all"])
     if store_train is None and (model is None or train is None):
@@ -123,7 +123,7 @@ def probe_cli(
     timings: dict[str, float] = {}
     extractor = None
     if model is not None:
-        from probes.extract import AttentionExtractor
+        from probes.extraction.extractor import AttentionExtractor
 
         t0 = time.perf_counter()
         extractor = AttentionExtractor.from_pretrained(model, batch_size=batch_size, device=device, progress=False)
@@ -161,7 +161,7 @@ def probe_cli(
             logger.warning("random-init control skipped: it needs --model with --train and --eval treebanks")
             record["random_init"] = "skipped: needs --model with --train and --eval treebanks"
         else:
-            from probes.extract import AttentionExtractor
+            from probes.extraction.extractor import AttentionExtractor
 
             rand_model, kept = random_init_copy(extractor.model, random_state=seed)
             rand_ex = AttentionExtractor(rand_model, extractor.tokenizer, batch_size=batch_size, device=device,
@@ -180,7 +180,7 @@ def probe_cli(
 
 
 def _echo_summary(results: dict[str, Any], paths: dict[str, Path], out_dir: Path) -> None:
-    from probes.report import text_table
+    from probes.reports.tables import text_table
 
     if "parsers" in results:
         cols = ["probe", "uas", "uas_ci_low", "uas_ci_high", "uuas", "control_uas", "selectivity"]

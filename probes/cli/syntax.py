@@ -33,14 +33,14 @@ def _data_name(spec: str) -> str:
 
 def _read(spec: str) -> tuple[Path, list[Any]]:
     from probes.corpora import read_treebank
-    from probes.registry import resolve_treebank
+    from probes.corpora.registry import resolve_treebank
 
     path = resolve_treebank(spec)
     return path, list(read_treebank(path))
 
 
 def _open_store(path: Path, flag: str) -> Any:
-    from probes.store import open_store
+    from probes.extraction.store import open_store
 
     if not path.exists():
         raise InputError(f"{path}: no such folder ({flag} expects an attention store written by `probes extract`)")
@@ -69,7 +69,7 @@ def _apply_config(ctx: typer.Context, value: Optional[Path]) -> Optional[Path]:
     """``--config FILE``: read it first (eager) and use it as the defaults of the other options."""
     if value is None or ctx.resilient_parsing:
         return value
-    from probes.config import load_config
+    from probes.runs.config import load_config
 
     allowed = {p.name for p in ctx.command.params if p.name not in ("config", "help")}
     values = load_config(value, allowed, section=ctx.info_name)
@@ -134,7 +134,7 @@ def leaderboard_cli(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars on stderr."),
 ) -> None:
     from probes.checksum import file_sha256
-    from probes.leaderboard import format_leaderboard, run_leaderboard
+    from probes.runs.leaderboard import format_leaderboard, run_leaderboard
 
     if (model is None) == (store is None):
         raise ConfigError("give exactly one of --model (run a model on --treebank) or --store (read attention "
@@ -167,7 +167,7 @@ def leaderboard_cli(
             raise ConfigError("--select-store goes with --store; with --model use --select-on")
         if treebank is None:
             raise ConfigError("--treebank is required with --model (the data to report on)")
-        from probes.config import resolve_model
+        from probes.runs.config import resolve_model
 
         model_path = resolve_model(model)  # type: ignore[arg-type]
         t_read = time.perf_counter()
@@ -179,7 +179,7 @@ def leaderboard_cli(
             record["data"]["select"] = {"spec": select_on, "path": str(select_path),
                                         "sha256": file_sha256(select_path), "sentences": len(select_sents)}
         pre["reading_s"] = time.perf_counter() - t_read
-        from probes.extract import AttentionExtractor
+        from probes.extraction.extractor import AttentionExtractor
 
         t_load = time.perf_counter()
         extractor = AttentionExtractor.from_pretrained(model_path, batch_size=batch_size, device=device,
@@ -201,7 +201,7 @@ def leaderboard_cli(
         final["timings"] = {**pre, **final["timings"]}
         if store is None:
             final["extraction_report"] = extractor.report.as_dict()
-        from probes.report import write_json
+        from probes.reports.tables import write_json
 
         write_json(final, paths["run.json"])
     typer.echo(format_leaderboard(rows, "text"), nl=False)
@@ -229,9 +229,9 @@ def baselines_cli(
     Also shows the most frequent relative position (Voita et al. 2019). No model needed.
     JSON output: a list of {relation, count, offset, accuracy} (accuracy as a fraction).
     """
-    from probes.baselines import offset_baseline
-    from probes.report import markdown_table, text_table
-    from probes.scores import ALL, ALL_NOPUNCT, redundant_pools
+    from probes.analysis.baselines import offset_baseline
+    from probes.reports.tables import markdown_table, text_table
+    from probes.analysis.scores import ALL, ALL_NOPUNCT, redundant_pools
 
     if format not in ("text", "markdown", "json"):
         raise ConfigError(f"--format must be text, markdown or json, found {format!r}")
@@ -267,8 +267,8 @@ def demo_cli(
     progress: bool = typer.Option(False, "--progress/--no-progress", help="Show progress bars on stderr."),
 ) -> None:
     """Run the whole pipeline offline: all-MiniLM-L6-v2 on the shipped sample corpus (silver parses)."""
-    from probes.demo import run_demo
-    from probes.leaderboard import format_leaderboard
+    from probes.runs.demo import run_demo
+    from probes.runs.leaderboard import format_leaderboard
 
     rows, paths, record = run_demo(out, progress=progress)
     typer.echo(format_leaderboard(rows, "text"), nl=False)

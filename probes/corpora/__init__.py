@@ -1,4 +1,4 @@
-"""Corpus readers: treebanks and coreference corpora into :mod:`probes.data` types.
+"""Corpus readers: treebanks and coreference corpora into :mod:`probes.corpora.types` types.
 
 Front doors: :func:`read_treebank` (CoNLL-U, CoNLL-X, ``.spacy``) and
 :func:`read_documents` (GUM/CorefUD CoNLL-U, CoNLL-2012). Every malformed input

@@ -24,7 +24,7 @@ from probes.corpora.coref import tree_head
 from probes.corpora.readreport import ReadReport, check_on_error
 from probes.corpora.validate import tree_depths
 from probes.corpora.spacy_docs import DEFAULT_PIPELINE, _span_to_sentence, parse_words
-from probes.data import Document, Mention, Sentence
+from probes.corpora.types import Document, Mention, Sentence
 from probes.errors import AnnotationError, FormatError, InputError
 
 if TYPE_CHECKING:

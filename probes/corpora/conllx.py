@@ -12,7 +12,7 @@ from os import PathLike
 
 from probes.corpora.conllu import iter_parsed
 from probes.corpora.readreport import ReadReport
-from probes.data import Sentence
+from probes.corpora.types import Sentence
 
 __all__ = ["read_conllx"]
 

@@ -13,7 +13,7 @@ is counted in ``ReadReport.dropped``.
 
 ``Bridge=ante<ana`` (comma-separated, optional ``:relation`` suffix) sits on the
 first word of the anaphor mention. ``SplitAnte=4<54,9<54`` (entity 54 has the split
-antecedents 4 and 9) is kept as :class:`~probes.data.SplitAntecedent` entries of
+antecedents 4 and 9) is kept as :class:`~probes.corpora.types.SplitAntecedent` entries of
 ``Document.split_antecedents``: the links of one anaphor entity, wherever they sit in
 the document, are merged into one entry whose parts keep file order.
 
@@ -34,7 +34,7 @@ from pathlib import Path
 from probes.corpora.conllu import ParsedBlock, iter_results
 from probes.corpora.readreport import ReadReport, check_on_error
 from probes.corpora.validate import tree_depths
-from probes.data import Bridge, Document, Mention, SplitAntecedent
+from probes.corpora.types import Bridge, Document, Mention, SplitAntecedent
 from probes.errors import AnnotationError, InputError
 
 __all__ = ["read_corefud", "build_document", "parse_entity_chunks", "tree_head"]

@@ -8,7 +8,7 @@ from typing import Any
 
 from probes.corpora.formats import detect_format
 from probes.corpora.readreport import ReadReport, check_on_error
-from probes.data import Document, Sentence
+from probes.corpora.types import Document, Sentence
 from probes.errors import ConfigError
 
 __all__ = ["read_treebank", "read_documents"]

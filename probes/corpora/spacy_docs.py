@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 from probes.corpora.readreport import ReadReport, check_on_error
 from probes.corpora.validate import check_tree
-from probes.data import Sentence
+from probes.corpora.types import Sentence
 from probes.errors import AnnotationError, ConfigError, FormatError, InputError
 
 if TYPE_CHECKING:

@@ -17,7 +17,6 @@ from probes.probing.features import PairAttention, PairBatch, attention_features
 from probes.probing.label import PerHeadLabelProbe
 from probes.probing.parsers import AttnEmbParser, AttnParser, DistancesEmbParser, RightBranching
 from probes.probing.per_head import PerHeadEvaluator, PerHeadProbe, PerHeadScores
-from probes.probing.run import PROBE_KINDS, ParserScorer, run_probes
 from probes.probing.train import SentenceProbe, fit_together
 
 __all__ = [
@@ -48,7 +47,4 @@ __all__ = [
     "max_spanning_tree",
     "uas_counts",
     "uuas_counts",
-    "ParserScorer",
-    "run_probes",
-    "PROBE_KINDS",
 ]

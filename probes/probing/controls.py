@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from probes.data import Sentence
+from probes.corpora.types import Sentence
 
 __all__ = ["ControlTask", "random_init_copy", "selectivity", "ROOT_BEHAVIOUR"]
 

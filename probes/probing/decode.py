@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from probes.data import Sentence, base_relation
+from probes.corpora.types import Sentence, base_relation
 
 __all__ = ["is_punct", "argmax_heads", "uas_counts", "max_spanning_tree", "uuas_counts", "gold_edges"]
 

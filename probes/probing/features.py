@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from probes.attention import WordAttention
-from probes.data import Sentence
+from probes.extraction.attention import WordAttention
+from probes.corpora.types import Sentence
 from probes.errors import AlignmentError
 
 __all__ = [

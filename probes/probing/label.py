@@ -21,8 +21,8 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
-from probes.attention import WordAttention
-from probes.data import Sentence, base_relation
+from probes.extraction.attention import WordAttention
+from probes.corpora.types import Sentence, base_relation
 from probes.errors import ConfigError
 from probes.probing.features import attention_features, check_pair
 from probes.probing.train import Pair, iter_pairs

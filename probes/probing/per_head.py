@@ -28,14 +28,14 @@ import numpy as np
 import numpy.typing as npt
 from sklearn.utils.validation import check_is_fitted
 
-from probes.attention import WordAttention
-from probes.data import Sentence, base_relation
+from probes.extraction.attention import WordAttention
+from probes.corpora.types import Sentence, base_relation
 from probes.errors import ConfigError
-from probes.heads import head_name
+from probes.heads.naming import head_name
 from probes.probing.decode import is_punct
 from probes.probing.features import OFFSETS, attention_features, check_pair, offset_features
 from probes.probing.train import Pair, SentenceProbe, single_thread
-from probes.stats import bootstrap_ci
+from probes.heads.intervals import bootstrap_ci
 
 __all__ = [
     "PerHeadProbe",

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from probes.attention import WordAttention
-from probes.data import Sentence
+from probes.extraction.attention import WordAttention
+from probes.corpora.types import Sentence
 
 __all__ = ["planted_pairs"]
 

@@ -22,8 +22,8 @@ import numpy.typing as npt
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from probes.attention import WordAttention
-from probes.data import Sentence
+from probes.extraction.attention import WordAttention
+from probes.corpora.types import Sentence
 from probes.errors import ConfigError, SkippedItemWarning
 from probes.probing.decode import argmax_heads, uas_counts
 

@@ -32,11 +32,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from probes.attention import WordAttention
-from probes.data import Sentence, base_relation
+from probes.extraction.attention import WordAttention
+from probes.corpora.types import Sentence, base_relation
 from probes.errors import AlignmentError, SkippedItemWarning
-from probes.heads import DIRECTIONS
-from probes.scores import ALL, ALL_NOPUNCT, HeadScores, UnitCounts, pooled_name, redundant_pools
+from probes.heads.naming import DIRECTIONS
+from probes.analysis.scores import ALL, ALL_NOPUNCT, HeadScores, UnitCounts, pooled_name, redundant_pools
 
 __all__ = [
     "POSS_RELATIONS",
@@ -196,7 +196,7 @@ def predict_heads(weights: npt.NDArray[np.floating]) -> npt.NDArray[np.int64]:
             or a stack of same-length sentences ``(B, n_layers, n_heads, n, n)``.
 
     Returns:
-        ``(2, ..., n)`` 1-based predictions, axis 0 ordered as :data:`probes.heads.DIRECTIONS`;
+        ``(2, ..., n)`` 1-based predictions, axis 0 ordered as :data:`probes.heads.naming.DIRECTIONS`;
         ``-1`` when a word has no other word.
     """
     n = weights.shape[-1]
@@ -232,7 +232,7 @@ class HeadAccuracy:
 
     Args:
         poss_rule: apply the possessive rule to ``nmod:poss`` (module docstring).
-        keep_units: keep per-sentence counts (needed by :mod:`probes.leaderboard`).
+        keep_units: keep per-sentence counts (needed by :mod:`probes.runs.leaderboard`).
         buffer: sentences held before they are scored together (memory: their word maps).
     """
 
@@ -359,7 +359,7 @@ class HeadAccuracy:
             self._unit_correct.append(u.correct)
 
     def compute(self, *, prune: bool = True) -> HeadScores:
-        """The counts so far as an immutable :class:`~probes.scores.HeadScores`.
+        """The counts so far as an immutable :class:`~probes.analysis.scores.HeadScores`.
 
         Args:
             prune: drop pooled ``base:*`` relations whose base never occurred with a subtype

@@ -8,7 +8,7 @@
   relative position ``head - i`` seen most often for the relation (ROOT is its own
   position, written ``0``); learned on one split, it can be scored on another.
 
-Both use the same relations as :class:`probes.scoring.HeadAccuracy` and the same
+Both use the same relations as :class:`probes.analysis.dependency.HeadAccuracy` and the same
 possessive rule (``nmod:poss`` scored through the following ``'s``).
 """
 
@@ -20,11 +20,11 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from probes.attention import WordAttention
-from probes.data import Sentence
-from probes.scores import BaselineScores, UnitCounts
+from probes.extraction.attention import WordAttention
+from probes.corpora.types import Sentence
+from probes.analysis.scores import BaselineScores, UnitCounts
 from probes.errors import ConfigError
-from probes.scoring import RelationColumns
+from probes.analysis.dependency import RelationColumns
 
 __all__ = ["CLARK_OFFSETS", "OffsetBaseline", "offset_baseline"]
 
@@ -45,7 +45,7 @@ class OffsetBaseline:
 
     Args:
         offsets: the fixed offsets to try.
-        poss_rule: apply the possessive rule to ``nmod:poss`` (see :mod:`probes.scoring`).
+        poss_rule: apply the possessive rule to ``nmod:poss`` (see :mod:`probes.analysis.dependency`).
         keep_units: keep per-sentence counts.
     """
 
@@ -140,7 +140,7 @@ class OffsetBaseline:
         self._n_scored += other._n_scored
 
     def compute(self) -> BaselineScores:
-        """The counts so far as an immutable :class:`~probes.scores.BaselineScores`."""
+        """The counts so far as an immutable :class:`~probes.analysis.scores.BaselineScores`."""
         self._flush()
         if not self._n_units:
             warnings.warn("OffsetBaseline.compute() called before any update()", UserWarning, stacklevel=2)

@@ -16,11 +16,11 @@ Definitions (every one is an option or is written in the run record):
   (it is ``b`` itself, nested), and neither is a baseline candidate.
 * **Evaluated.** A mention with at least one antecedent (an earlier mention of its
   entity) inside its window, scored once, in the earliest window holding it
-  (:mod:`probes.windows`). First mentions and cataphors are counted as
+  (:mod:`probes.extraction.windows`). First mentions and cataphors are counted as
   ``no_antecedent``; mentions whose antecedents all lie outside the window are
   ``not_scorable`` (or, with ``antecedents="document"``, evaluated and wrong for
   heads and baselines alike); mentions crossing a window cut are ``cut``.
-* **Split antecedents** (GUM ``SplitAnte=``, :class:`~probes.data.SplitAntecedent`).
+* **Split antecedents** (GUM ``SplitAnte=``, :class:`~probes.corpora.types.SplitAntecedent`).
   With ``split_antecedents="any-part"`` (default), a mention of a plural entity with
   split antecedents that has no earlier mention of its *own* entity in the window
   takes as antecedents the earlier mentions of its part entities in the window: it is
@@ -49,11 +49,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from probes.attention import WordAttention
-from probes.data import Document, Mention
+from probes.extraction.attention import WordAttention
+from probes.corpora.types import Document, Mention
 from probes.errors import AlignmentError, ConfigError
-from probes.stats import bootstrap_ci
-from probes.windows import Window
+from probes.heads.intervals import bootstrap_ci
+from probes.extraction.windows import Window
 
 __all__ = [
     "MENTION_TYPES",
@@ -275,7 +275,7 @@ class CorefResult:
 class AntecedentAccuracy:
     """Streaming antecedent-selection accuracy of every head, with the three baselines.
 
-    Feed it ``(Window, WordAttention)`` pairs (the windows of :func:`probes.windows.document_windows`,
+    Feed it ``(Window, WordAttention)`` pairs (the windows of :func:`probes.extraction.windows.document_windows`,
     all windows of a document, in order). State: integer counts per document, type and band.
 
     Args:
@@ -344,7 +344,7 @@ class AntecedentAccuracy:
             self._base[doc_id] = np.zeros((len(BASELINES), nt, nb), dtype=np.int64)
 
     def update(self, item: Window, word_attention: WordAttention) -> None:
-        """Score the mentions ``item`` owns (see :mod:`probes.windows`) with every head."""
+        """Score the mentions ``item`` owns (see :mod:`probes.extraction.windows`) with every head."""
         window = item
         if word_attention.n_words != window.n_words:
             raise AlignmentError(

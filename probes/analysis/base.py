@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from probes.attention import WordAttention
+from probes.extraction.attention import WordAttention
 
 __all__ = ["Accumulator", "accumulate"]
 

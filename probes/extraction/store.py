@@ -37,13 +37,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from probes.attention import WordAttention
-from probes.data import Sentence
+from probes.extraction.attention import WordAttention
+from probes.corpora.types import Sentence
 from probes.errors import StoreError
 from probes.checksum import file_sha256
 
 if TYPE_CHECKING:  # pragma: no cover
-    from probes.extract import AttentionExtractor
+    from probes.extraction.extractor import AttentionExtractor
 
 __all__ = ["AttentionStore", "extract_to_store", "open_store", "STORE_FORMAT"]
 
@@ -98,7 +98,7 @@ def extract_to_store(
     """Extract word-level attention for ``sentences`` into the store folder ``path``; resumable.
 
     Args:
-        extractor: the :class:`~probes.extract.AttentionExtractor` to run.
+        extractor: the :class:`~probes.extraction.extractor.AttentionExtractor` to run.
         sentences: the corpus, in order (read once, shard by shard).
         path: store folder; created if missing. An existing store of the same model, options and
             sentences is resumed: finished shards are verified and kept.

@@ -1,6 +1,6 @@
 """A registry of public UD treebanks, fetched and cached with pooch.
 
-``ud:en_ewt:dev`` names split ``dev`` of treebank ``en_ewt`` in ``data/registry.json``.
+``ud:en_ewt:dev`` names split ``dev`` of treebank ``en_ewt`` in ``probes/corpora/registry.json``.
 Files are downloaded once into the cache (``$PROBES_CACHE``, else the platform
 cache folder, e.g. ``~/.cache/probes``) and checked against the registry's
 sha256. Entries without a recorded sha256 are *trusted on first use*: the hash of
@@ -25,7 +25,7 @@ __all__ = ["REGISTRY_PATH", "load_registry", "cache_dir", "fetch_treebank", "res
 logger = logging.getLogger("probes")
 
 #: The registry shipped with the repository.
-REGISTRY_PATH = Path(__file__).resolve().parents[1] / "data" / "registry.json"
+REGISTRY_PATH = Path(__file__).resolve().parent / "registry.json"
 _TOFU = "checksums.json"
 
 

@@ -19,10 +19,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from probes.attention import WordAttention
-from probes.data import Sentence, base_relation
+from probes.extraction.attention import WordAttention
+from probes.corpora.types import Sentence, base_relation
 from probes.errors import ConfigError
-from probes.heads import DIRECTIONS, INDEXING_NOTE, head_name
+from probes.heads.naming import DIRECTIONS, INDEXING_NOTE, head_name
 from probes.probing.controls import ControlTask, selectivity
 from probes.probing.decode import argmax_heads, uas_counts, uuas_counts
 from probes.probing.embeddings import StaticVectors
@@ -30,8 +30,8 @@ from probes.probing.label import LabelScorer, PerHeadLabelProbe
 from probes.probing.parsers import AttnEmbParser, AttnParser, DistancesEmbParser, RightBranching
 from probes.probing.per_head import ALL, PerHeadEvaluator, PerHeadProbe, PerHeadScores
 from probes.probing.train import fit_together, iter_pairs
-from probes.report import markdown_table, versions, write_csv, write_json
-from probes.stats import bootstrap_ci
+from probes.reports.tables import markdown_table, versions, write_csv, write_json
+from probes.heads.intervals import bootstrap_ci
 
 __all__ = ["PROBE_KINDS", "ParserRow", "ParserScorer", "run_probes", "PARSER_COLUMNS", "PER_HEAD_COLUMNS"]
 
@@ -396,7 +396,7 @@ def _write_per_head(rows: list[dict], full: list[dict], out_dir: Path) -> dict[s
 
 
 def _per_head_figures(ph: PerHeadScores, ctl: PerHeadScores | None, out_dir: Path) -> dict[str, Path]:
-    from probes.figures import head_heatmap
+    from probes.reports.figures import head_heatmap
 
     i = ph.relations.index(ALL)
     out = {"figures/probe_per_head_ALL.png": head_heatmap(
@@ -412,7 +412,7 @@ def _per_head_figures(ph: PerHeadScores, ctl: PerHeadScores | None, out_dir: Pat
 
 
 def _attn_weight_figure(parser: AttnParser, out_dir: Path) -> dict[str, Path]:
-    from probes.figures import overview_figure
+    from probes.reports.figures import overview_figure
 
     w = parser.head_weights()  # (2, L, H)
     bound = float(np.abs(w).max()) or 1.0
@@ -448,7 +448,7 @@ def _write_label(probe: PerHeadLabelProbe, correct: npt.NDArray[np.int64], total
                         "train_arcs_used": probe.n_arcs_used_, "train_arcs_seen": probe.n_arcs_seen_}
     out = {"label.md": path, "label.csv": write_csv(full, out_dir / "label.csv")}
     if figures:
-        from probes.figures import head_heatmap
+        from probes.reports.figures import head_heatmap
 
         out["figures/probe_label.png"] = head_heatmap(
             acc[:lh].reshape(probe.n_layers_, probe.n_heads_), out_dir / "figures" / "probe_label.png",

@@ -2,7 +2,7 @@
 
 These types hold integer counts only (never attention maps), so they are small,
 exact, and can be added together when several shards were scored apart.
-Layers and heads are 0-based here; :func:`probes.heads.head_name` names them
+Layers and heads are 0-based here; :func:`probes.heads.naming.head_name` names them
 1-based for people.
 """
 
@@ -153,7 +153,7 @@ class HeadScores:
         correct: ``(n_directions, n_layers, n_heads, n_relations)`` int64 correct counts.
         total: ``(n_relations,)`` int64 number of scored words per relation.
         relations: relation names (full UD labels, ``base:*`` pools, ``ALL``, ``ALL-nopunct``).
-        directions: names of axis 0 (see :data:`probes.heads.DIRECTIONS`).
+        directions: names of axis 0 (see :data:`probes.heads.naming.DIRECTIONS`).
         layers: 0-based model layers of axis 1.
         heads: 0-based model heads of axis 2.
         n_units: number of sentences scored.

@@ -4,7 +4,7 @@
 implementation, the only one that returns weights (SDPA and flash kernels return
 none), tokenizes each input's gold words as pre-split words, runs length-sorted,
 right-padded batches under ``torch.inference_mode()``, pools token maps to word
-maps on the device (:mod:`probes.align`) and yields ``(item, WordAttention)``
+maps on the device (:mod:`probes.extraction.align`) and yields ``(item, WordAttention)``
 pairs in input order.
 
 Over-long inputs are never dropped silently (``on_long``):
@@ -37,10 +37,10 @@ import numpy.typing as npt
 import torch
 from tqdm.auto import tqdm
 
-from probes.align import FROM_POOLS, Alignment, alignment_from_word_ids, check_tokenizer, pool_batch
-from probes.attention import WordAttention
-from probes.config import resolve_model
-from probes.data import Sentence
+from probes.extraction.align import FROM_POOLS, Alignment, alignment_from_word_ids, check_tokenizer, pool_batch
+from probes.extraction.attention import WordAttention
+from probes.runs.config import resolve_model
+from probes.corpora.types import Sentence
 from probes.errors import ConfigError, ModelOutputError
 
 __all__ = ["AttentionExtractor", "ExtractionReport", "ON_LONG", "DTYPES"]

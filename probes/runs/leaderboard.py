@@ -35,14 +35,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from probes.attention import WordAttention
-from probes.baselines import OffsetBaseline
-from probes.data import Sentence
+from probes.extraction.attention import WordAttention
+from probes.analysis.baselines import OffsetBaseline
+from probes.corpora.types import Sentence
 from probes.errors import ConfigError
-from probes.heads import INDEXING_NOTE, head_name
-from probes.report import markdown_table, text_table, write_csv, write_json
-from probes.scoring import HeadAccuracy
-from probes.scores import ALL, ALL_NOPUNCT, BaselineScores, HeadScores, redundant_pools
+from probes.heads.naming import INDEXING_NOTE, head_name
+from probes.reports.tables import markdown_table, text_table, write_csv, write_json
+from probes.analysis.dependency import HeadAccuracy
+from probes.analysis.scores import ALL, ALL_NOPUNCT, BaselineScores, HeadScores, redundant_pools
 
 __all__ = [
     "SplitScores",
@@ -216,7 +216,7 @@ def listed_relations(
 
 
 def _resample_counts(n_units: int, n_resamples: int, random_state: int | None) -> npt.NDArray[np.float64]:
-    """``(n_resamples, n_units)`` multinomial resampling weights (as :func:`probes.stats.bootstrap_ci`)."""
+    """``(n_resamples, n_units)`` multinomial resampling weights (as :func:`probes.heads.intervals.bootstrap_ci`)."""
     rng = np.random.default_rng(random_state)
     return rng.multinomial(n_units, np.full(n_units, 1.0 / n_units), size=n_resamples).astype(np.float64)
 
@@ -296,7 +296,7 @@ def leaderboard(
     base_c = np.where(np.array(better) == "position", pos_c, off_c)  # (n_units, k)
 
     # One set of resampled sentences for every interval, so head and baseline are paired
-    # (the same draws as probes.stats.bootstrap_ci with the same seed).
+    # (the same draws as probes.heads.intervals.bootstrap_ci with the same seed).
     weights = _resample_counts(report.n_units, n_resamples, random_state)  # (n_resamples, n_units)
     denominator = weights @ total  # (n_resamples, k)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -435,7 +435,7 @@ def write_leaderboard(
 def _write_figures(rows: Sequence[LeaderboardRow], report: HeadScores, out: Path,
                    record: Mapping[str, Any]) -> dict[str, Path]:
     """One heatmap per listed relation (its selected direction) and one overview figure."""
-    from probes.figures import HeatmapWriter, overview_figure
+    from probes.reports.figures import HeatmapWriter, overview_figure
 
     acc = report.accuracy()  # (D, L, H, R)
     data = record.get("reported_on", "")
@@ -488,7 +488,7 @@ def run_leaderboard(
     """
     record = dict(record or {})
     if figures:  # matplotlib's import overlaps the model run instead of adding to the writing time
-        from probes.figures import preload
+        from probes.reports.figures import preload
 
         threading.Thread(target=preload, name="probes-preload", daemon=True).start()
     select = score_pairs(select_pairs, poss_rule=poss_rule) if select_pairs is not None else None

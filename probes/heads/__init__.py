@@ -1,0 +1,1 @@
+"""Model-neutral operations on layers x heads results: naming, selection, intervals, comparisons."""

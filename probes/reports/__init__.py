@@ -1,0 +1,1 @@
+"""Reports made from results: tables, figures and the run record."""
