@@ -60,7 +60,7 @@ SECTIONS_WITH_PYTHON = [title for title, blocks in _sections() if any(lang == "p
 def test_readme_python_examples_run(title: str, tmp_path: Path, minilm_path: Path) -> None:
     """Each section's Python blocks run in order, in one process, from a copy-free work folder
     (``data``, ``tests`` and ``docs`` linked in); ``probes extract`` commands before them run too."""
-    for name in ("data", "tests", "docs"):
+    for name in ("data", "tests", "docs", "probes"):
         (tmp_path / name).symlink_to(REPO / name)
     env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
     blocks = dict(_sections())[title]
