@@ -10,6 +10,7 @@ import pytest
 from probes.extraction.attention import WordAttention
 from probes.analysis.bridging import BridgingScores
 from probes.corpora.types import Bridge, Document, Mention, Sentence
+from probes.heads.intervals import bootstrap_ci
 from probes.errors import AlignmentError, ConfigError
 from probes.extraction.windows import document_windows
 
@@ -68,7 +69,8 @@ def test_hand_worked_scores() -> None:
     np.testing.assert_array_equal(res.accuracy("2")[0], [0, 0])
     np.testing.assert_allclose(res.mass_ratio()[0], [2 / n, ((0.4 + 0.4 / 13) / 0.8 + 2 / n) / 2])
     assert res.chance_mass() == pytest.approx(2 / n)  # both antecedent spans are 2 of 14 words
-    lo, hi = res.interval(0, 1, score="mass")
+    _, mass, n_units = res.sums()
+    lo, hi = bootstrap_ci(mass[:, 0, 1], n_units)
     assert lo <= res.mass_ratio()[0, 1] <= hi
 
 

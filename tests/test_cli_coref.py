@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from probes.cli import main
+from probes.heads.naming import INDEXING_NOTE
 
 
 @pytest.fixture()
@@ -111,3 +112,33 @@ def test_corpus_without_annotation_fails_before_the_model_loads(
     assert main([command, "--model", "unused", "--corpus", str(plain)]) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: {plain}: expected") and what in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_coreference_and_bridging_from_python(tiny: Path, minilm_path: Path, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run functions take an extractor, write nothing until asked, and a saved run reports the same files."""
+    from probes.extraction.extractor import AttentionExtractor
+    from probes.results import equal
+    from probes.runs.coreference import BridgingRun, CoreferenceRun, bridging, coreference
+
+    monkeypatch.chdir(tmp_path)
+    ex = AttentionExtractor.from_pretrained(minilm_path, device="cpu", on_long="skip", progress=False)
+    run = coreference(ex, tiny, n_resamples=50, progress=False)
+    assert list(tmp_path.iterdir()) == []
+    assert run.selection is None and run.record["options"]["model"] == str(minilm_path)
+    assert {t: c["evaluated"] for t, c in run.result.counts.items()} == {"pronoun": 2, "proper": 1, "nominal": 1}
+    assert "Rule-based sieve" in run.format() and run.format().endswith(INDEXING_NOTE)
+    table = run.to_pandas()
+    assert len(table[table["kind"] == "baseline"]) == 3 * 4  # three baselines x (all + three mention types)
+    loaded = CoreferenceRun.load(run.save(tmp_path / "saved"))
+    assert equal(loaded, run) and loaded.format() == run.format()
+    first, again = run.write(tmp_path / "a"), loaded.write(tmp_path / "b")
+    for name in ("coref_leaderboard.md", "coref_leaderboard.csv", "coref_leaderboard.json", "scores.csv", "run.json"):
+        assert first[name].read_bytes() == again[name].read_bytes(), name
+    assert json.loads(first["run.json"].read_text())["files"][-1] == "run.json"
+
+    links = bridging(ex, tiny, select_on=tiny, n_resamples=50, progress=False)
+    assert isinstance(BridgingRun.load(links.save(tmp_path / "bridging")), BridgingRun)
+    assert links.tables()[0][0]["selected_on"] == "selection split" and "uniform mass" in links.format()
+    assert (tmp_path / "bridging") in set(tmp_path.iterdir()) and not (tmp_path / "bridging_leaderboard.md").exists()

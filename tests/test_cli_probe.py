@@ -62,3 +62,37 @@ def test_probe_reads_attention_stores(minilm_path, ewt, tmp_path, capsys):
     run = json.loads((tmp_path / "out" / "run.json").read_text())
     assert {r["probe"] for r in run["parsers"]} == {"Attn", "right-branching"}
     assert run["counts"]["eval_sentences"] == 15
+
+
+def test_run_probes_returns_a_run_that_writes_only_when_asked_and_round_trips(tmp_path, monkeypatch):
+    """From Python: a ProbeRun, nothing on disk until write(); saved and reloaded, it writes the same tables."""
+    from probes.probing import ControlTask
+    from probes.probing.synthetic import planted_pairs
+    from probes.results import equal
+    from probes.runs.probing import ProbeRun, run_probes
+
+    monkeypatch.chdir(tmp_path)
+    train = list(planted_pairs(60, planted=(1, 2), random_state=0))
+    test = list(planted_pairs(30, planted=(1, 2), random_state=1))
+    control = ControlTask(random_state=0).fit(s for s, _ in train)
+    run = run_probes(train, test, kinds=["per-head", "attn", "right-branching"], control=control,
+                     min_count=1, progress=False, record={"command": "test", "options": {"note": "first"}})
+    assert list(tmp_path.iterdir()) == []  # nothing written yet
+    assert {r.probe for r in run.parsers} == {"Attn", "right-branching"}
+    attn = next(r for r in run.parsers if r.probe == "Attn")
+    assert attn.selectivity == attn.uas - attn.control_uas > 0.2  # the planted head helps on the task, not the control
+    assert run.attn_weights.shape == (2, 2, 3) and run.per_head is not None and run.per_head_control is not None
+    assert "Per-head relation probes" in run.format() and "1-based" in run.format()
+
+    loaded = ProbeRun.load(run.save(tmp_path / "saved"))
+    assert equal(loaded, run)
+    first, again = run.write(tmp_path / "a"), loaded.write(tmp_path / "b", figures=False)
+    assert "figures/probe_per_head_ALL.png" in first and not any(p.startswith("figures") for p in again)
+    for name in ("parsers.md", "parsers.csv", "per_head.md", "per_head.csv", "per_head_scores.csv"):
+        assert first[name].read_bytes() == again[name].read_bytes(), name
+    record = json.loads(first["run.json"].read_text())
+    assert list(record)[:2] == ["command", "options"] and record["options"]["note"] == "first"
+    assert record["counts"]["eval_sentences"] == 30 and "writing_s" in record["timings"]
+    assert list(run.to_pandas()["probe"]) == [r.probe for r in run.parsers]
+    assert len(run.to_pandas("per_head_scores")) == len(run.per_head.relations) * 6 - 6 * sum(
+        int(c == 0) for c in run.per_head.counts)

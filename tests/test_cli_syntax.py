@@ -182,3 +182,16 @@ def test_no_progress_silences_transformers_bar(tiny_model, tmp_path, capsys):
         assert hf_logging.is_progress_bar_enabled()  # restored afterwards: no global state left changed
     finally:
         hf_logging.enable_progress_bar()
+
+
+def test_format_help_comes_from_the_one_formats_table(capsys):
+    from probes.cli.options import DATA_HELP, split_list
+    from probes.corpora.formats import FORMAT_FILES
+
+    names = [n for group in FORMAT_FILES.values() for n in group]
+    assert all(n in DATA_HELP for n in names) and "ud:TREEBANK:SPLIT" in DATA_HELP
+    for command in ("leaderboard", "extract", "baselines"):
+        assert main([command, "--help"]) == 0
+        out = " ".join(capsys.readouterr().out.split())
+        assert ".conllx" in out and "_conll" in out, command
+    assert split_list(["nsubj, obj", "det", " ,"]) == ["nsubj", "obj", "det"]

@@ -10,7 +10,8 @@ import pytest
 
 from probes.extraction.attention import WordAttention
 from probes.corpora.types import Sentence
-from probes.runs.leaderboard import LEADERBOARD_COLUMNS, leaderboard, run_leaderboard, score_pairs
+from probes.heads.selection import LEADERBOARD_COLUMNS, leaderboard_rows
+from probes.runs.leaderboard import Leaderboard, leaderboard_from_pairs, score_split
 from probes.heads.intervals import bootstrap_ci
 
 
@@ -32,26 +33,26 @@ def _pairs(seed: int, n_sent: int = 60, n_layers: int = 2, n_heads: int = 3, goo
 
 
 def test_selection_on_one_split_report_on_another():
-    select = score_pairs(_pairs(1, good=(1, 2)))
-    report = score_pairs(_pairs(2, good=(0, 0)))  # on the report split another head is best
-    rows = leaderboard(report.heads, report.baselines, select=select.heads, select_baselines=select.baselines,
-                       min_count=1, report_name="B", select_name="A")
+    select = score_split(_pairs(1, good=(1, 2)))
+    report = score_split(_pairs(2, good=(0, 0)))  # on the report split another head is best
+    rows = leaderboard_rows(report["heads"], report["baselines"], select=select["heads"],
+                            select_baselines=select["baselines"], min_count=1, report_name="B", select_name="A")
     obj = next(r for r in rows if r.relation == "obj")
     assert (obj.layer, obj.head, obj.direction, obj.selected_on) == (1, 2, "dep_to_head", "A")
-    r = report.heads.index("obj")
-    assert obj.accuracy == pytest.approx(report.heads.correct[0, 1, 2, r] / report.heads.total[r])
+    r = report["heads"].index("obj")
+    assert obj.accuracy == pytest.approx(report["heads"].correct[0, 1, 2, r] / report["heads"].total[r])
     assert obj.as_dict()["head_name"] == "2-3" and obj.as_dict()["layer"] == 2
-    same = leaderboard(report.heads, report.baselines, min_count=1)
+    same = leaderboard_rows(report["heads"], report["baselines"], min_count=1)
     same_obj = next(r for r in same if r.relation == "obj")
     assert (same_obj.layer, same_obj.head, same_obj.selected_on) == (0, 0, "report data")
 
 
 def test_interval_equals_stats_bootstrap_and_margin_is_paired():
-    res = score_pairs(_pairs(3))
-    rows = leaderboard(res.heads, res.baselines, min_count=1)
+    res = score_split(_pairs(3))
+    rows = leaderboard_rows(res["heads"], res["baselines"], min_count=1)
     row = next(r for r in rows if r.relation == "ALL")
-    rel = res.heads.index("ALL")
-    c, t = res.heads.units.columns([rel], [(res.heads.directions.index(row.direction), row.layer, row.head)])
+    rel = res["heads"].index("ALL")
+    c, t = res["heads"].units.columns([rel], [(res["heads"].directions.index(row.direction), row.layer, row.head)])
     low, high = bootstrap_ci(c, t)
     assert (row.ci_low, row.ci_high) == pytest.approx((low[0], high[0]))
     assert row.ci_low <= row.accuracy <= row.ci_high
@@ -64,13 +65,15 @@ def test_interval_equals_stats_bootstrap_and_margin_is_paired():
 def test_deterministic_tie_break_prefers_lowest_layer_head_direction():
     sent = Sentence("t", ("a", "b"), (2, 0), ("det", "root"))
     att = WordAttention(np.full((2, 2, 2, 2), 0.5, np.float32), np.zeros(2, bool), (0, 1), (0, 1))
-    res = score_pairs([(sent, att)])
-    assert res.heads.best("det")[:3] == (0, 0, 0)
+    res = score_split([(sent, att)])
+    assert res["heads"].best("det")[:3] == (0, 0, 0)
 
 
 def test_run_writes_every_output(tmp_path):
-    rows, paths, record = run_leaderboard(_pairs(4), tmp_path / "out", select_pairs=_pairs(5),
-                                          report_name="rep", select_name="sel", min_count=1)
+    board = leaderboard_from_pairs(_pairs(4), select_pairs=_pairs(5), report_name="rep", select_name="sel",
+                                   min_count=1)
+    assert not (tmp_path / "out").exists()  # nothing is written until asked
+    board.write(tmp_path / "out")
     for name in ("leaderboard.md", "leaderboard.csv", "leaderboard.json", "scores.csv", "run.json"):
         assert (tmp_path / "out" / name).is_file(), name
     assert (tmp_path / "out" / "figures" / "overview.png").is_file()
@@ -94,6 +97,64 @@ def test_run_writes_every_output(tmp_path):
 
 
 def test_same_data_selection_is_said(tmp_path):
-    run_leaderboard(_pairs(6), tmp_path, report_name="only", min_count=1, figures=False)
+    leaderboard_from_pairs(_pairs(6), report_name="only", min_count=1).write(tmp_path, figures=False)
     md = (tmp_path / "leaderboard.md").read_text()
     assert "same data (only)" in md and "optimistic" in md
+
+
+def test_saved_board_reloads_exactly_and_rewrites_the_same_files(tmp_path):
+    from probes.results import equal
+
+    board = leaderboard_from_pairs(_pairs(7), select_pairs=_pairs(8), report_name="rep", select_name="sel",
+                                   min_count=1, record={"model": "m"})
+    loaded = Leaderboard.load(board.save(tmp_path / "saved"))
+    assert equal(loaded, board) and isinstance(loaded.rows, tuple)
+    board.write(tmp_path / "a", figures=False)
+    loaded.write(tmp_path / "b", figures=False)  # no model, no pairs: the saved result alone
+    for name in ("leaderboard.md", "leaderboard.csv", "leaderboard.json", "scores.csv"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+
+
+def test_board_views_are_one_based_and_say_where_heads_were_chosen(tmp_path):
+    board = leaderboard_from_pairs(_pairs(9), select_pairs=_pairs(10), report_name="rep", select_name="sel",
+                                   min_count=1)
+    table = board.to_pandas()
+    assert tuple(table.columns) == LEADERBOARD_COLUMNS and len(table) == len(board.rows)
+    first = board.rows[0]
+    assert (table.loc[0, "layer"], table.loc[0, "head"]) == (first.layer + 1, first.head + 1)
+    assert board.held_out_selection and (board.selected_on, board.reported_on) == ("sel", "rep")
+    assert "selected on sel, reported on rep" in board._repr_html_()
+    assert board.format("markdown").startswith("| relation | count | head |")
+    assert board.format().splitlines()[0].split()[:3] == ["relation", "count", "head"]
+
+
+def test_run_record_is_written_once_and_lists_every_file(tmp_path, monkeypatch):
+    import probes.reports.leaderboard as report_module
+    import probes.reports.record as record_module
+    from probes.reports.tables import write_json
+
+    written = []
+    for module in (report_module, record_module):  # every writer of JSON on the way
+        monkeypatch.setattr(module, "write_json", lambda obj, path: written.append(path) or write_json(obj, path))
+    paths = leaderboard_from_pairs(_pairs(11), report_name="rep", min_count=1).write(tmp_path, figures=False)
+    assert [p for p in written if p.name == "run.json"] == [tmp_path / "run.json"]
+    run = json.loads(paths["run.json"].read_text())
+    assert run["files"] == sorted(str(p.relative_to(tmp_path)) for n, p in paths.items() if n != "run.json") + [
+        "run.json"]
+    assert run["timings"]["overhead_fraction"] > 0 and "writing_s" in run["timings"]
+
+
+def test_library_run_from_a_model_equals_pairs_and_writes_nothing(tmp_path, monkeypatch):
+    from probes.extraction.extractor import AttentionExtractor
+    from probes.runs.leaderboard import leaderboard
+    from tests.tiny_models import build
+
+    sentences = [Sentence(f"t{k}", ("the", "dog", "barked", "."), (2, 3, 0, 3), ("det", "nsubj", "root", "punct"))
+                 for k in range(4)]
+    extractor = AttentionExtractor.from_pretrained(build("bert", tmp_path / "model"), device="cpu", progress=False)
+    monkeypatch.chdir(tmp_path)
+    board = leaderboard(extractor, sentences, min_count=1)
+    direct = leaderboard_from_pairs(extractor.iter_attention(sentences), min_count=1)
+    assert board.rows == direct.rows and board.record["data"]["report"] == {"sentences": 4}
+    assert board.record["extraction_report"]["n_yielded"] == 4 and "versions" in board.record
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # nothing written

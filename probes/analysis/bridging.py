@@ -28,17 +28,18 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from probes.analysis.base import Analysis
 from probes.extraction.attention import WordAttention
-from probes.analysis.coreference import COREF_DIRECTIONS, DISTANCE_BANDS, distance_band, word_rows
+from probes.analysis.mentions import COREF_DIRECTIONS, DISTANCE_BANDS, distance_band, word_rows
 from probes.errors import AlignmentError, ConfigError
-from probes.heads.intervals import bootstrap_ci
 from probes.extraction.windows import Window
+from probes.results import Result, head_names, long_table
 
 __all__ = ["BridgingScores", "BridgingResult"]
 
 
 @dataclass(frozen=True)
-class BridgingResult:
+class BridgingResult(Result):
     """Per-document sums behind the bridging scores of every head.
 
     Attributes:
@@ -70,30 +71,36 @@ class BridgingResult:
         n = self.total[:, b].sum()
         return float(self.chance[:, b].sum() / n) if n else float("nan")
 
-    def _sums(self, band: str | None) -> tuple[npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[np.int64]]:
+    def sums(self, band: str | None = None) -> tuple[npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[np.int64]]:
+        """``(hits (n_units, L, H), mass (n_units, L, H), total (n_units,))`` for one band (None: all)."""
         b = slice(None) if band is None else [DISTANCE_BANDS.index(band)]
         return self.hits[:, b].sum(axis=1), self.mass[:, b].sum(axis=1), self.total[:, b].sum(axis=1)
 
+    def to_pandas(self) -> Any:
+        """One row per distance band and head, summed over documents: ``band, layer, head, head_name,
+        hits, mass, total, accuracy, mass_ratio, chance_mass`` (``layer``/``head`` 1-based)."""
+        hits, mass = self.hits.sum(axis=0), self.mass.sum(axis=0)  # (B, L, H)
+        total, chance = self.total.sum(axis=0), self.chance.sum(axis=0)  # (B,)
+        n = np.where(total > 0, total, np.nan)[:, None, None]
+        axes = {"band": DISTANCE_BANDS, "layer": np.asarray(self.layers, dtype=np.int64) + 1,
+                "head": np.asarray(self.heads, dtype=np.int64) + 1}
+        table = long_table(axes, {"hits": hits, "mass": mass, "total": total[:, None, None], "accuracy": hits / n,
+                                  "mass_ratio": mass / n, "chance_mass": chance[:, None, None] / n})
+        table.insert(3, "head_name", head_names(table))
+        return table
+
     def accuracy(self, band: str | None = None) -> npt.NDArray[np.float64]:
         """``(L, H)`` argmax accuracy of every head (NaN when no link was scored)."""
-        hits, _, n = self._sums(band)
+        hits, _, n = self.sums(band)
         return hits.sum(axis=0) / n.sum() if n.sum() else np.full(hits.shape[1:], np.nan)
 
     def mass_ratio(self, band: str | None = None) -> npt.NDArray[np.float64]:
         """``(L, H)`` mean attention-mass ratio of every head (NaN when no link was scored)."""
-        _, mass, n = self._sums(band)
+        _, mass, n = self.sums(band)
         return mass.sum(axis=0) / n.sum() if n.sum() else np.full(mass.shape[1:], np.nan)
 
-    def interval(self, layer: int, head: int, *, score: str = "accuracy", band: str | None = None,
-                 **kwargs: Any) -> tuple[float, float]:
-        """Bootstrap interval (resampling documents) of one head's ``accuracy`` or ``mass`` score."""
-        hits, mass, n = self._sums(band)
-        values = hits if score == "accuracy" else mass
-        lo, hi = bootstrap_ci(values[:, layer, head], n, **kwargs)
-        return float(lo), float(hi)
 
-
-class BridgingScores:
+class BridgingScores(Analysis[BridgingResult]):
     """Streaming argmax accuracy and attention-mass ratio of every head on bridging links.
 
     Feed it ``(Window, WordAttention)`` pairs, every window of a document in order.
@@ -105,23 +112,16 @@ class BridgingScores:
     def __init__(self, *, direction: str = "anaphor_to_antecedent") -> None:
         if direction not in COREF_DIRECTIONS:
             raise ConfigError(f"direction: expected one of {', '.join(COREF_DIRECTIONS)}, found {direction!r}")
-        self.direction = direction
-        self.reset()
-
-    @property
-    def options(self) -> dict[str, str]:
-        """The scoring options, as written in the run record."""
-        return {"direction": self.direction}
-
-    def reset(self) -> None:
-        """Forget everything seen."""
-        self._layers: tuple[int, ...] | None = None
-        self._heads: tuple[int, ...] | None = None
-        self._hits: dict[str, npt.NDArray[np.int64]] = {}
-        self._mass: dict[str, npt.NDArray[np.float64]] = {}
-        self._total: dict[str, npt.NDArray[np.int64]] = {}
-        self._chance: dict[str, npt.NDArray[np.float64]] = {}
-        self._counts = np.zeros((3, len(DISTANCE_BANDS)), dtype=np.int64)  # scored, not_scorable, same_head
+        super().__init__()
+        self.add_option("direction", direction)
+        self.add_state("_layers", None, "same")
+        self.add_state("_heads", None, "same")
+        self.add_state("_hits", {}, "keyed")  # doc id -> (bands, L, H)
+        self.add_state("_mass", {}, "keyed")  # doc id -> (bands, L, H)
+        self.add_state("_total", {}, "keyed")  # doc id -> (bands,)
+        self.add_state("_chance", {}, "keyed")  # doc id -> (bands,)
+        # rows: scored, not_scorable, same_head; columns: distance bands
+        self.add_state("_counts", np.zeros((3, len(DISTANCE_BANDS)), dtype=np.int64), "sum")
 
     def _unit(self, doc_id: str, shape: tuple[int, ...]) -> None:
         if doc_id not in self._total:
@@ -200,21 +200,3 @@ class BridgingScores:
                     for k, name in enumerate(names)},
             options=self.options,
         )
-
-    def merge(self, other: BridgingScores) -> None:
-        """Add the sums of ``other`` (same options, other documents)."""
-        if other.options != self.options:
-            raise ConfigError(f"cannot merge scorers with different options: {self.options} and {other.options}")
-        if other._layers is None:
-            return
-        if self._layers is None:
-            self._layers, self._heads = other._layers, other._heads
-        elif (self._layers, self._heads) != (other._layers, other._heads):
-            raise ConfigError("cannot merge scorers over different layers or heads")
-        for u in other._total:
-            self._unit(u, other._hits[u].shape[1:])
-            self._hits[u] += other._hits[u]
-            self._mass[u] += other._mass[u]
-            self._total[u] += other._total[u]
-            self._chance[u] += other._chance[u]
-        self._counts += other._counts

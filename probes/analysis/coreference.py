@@ -49,11 +49,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from probes.analysis.base import Analysis
+from probes.analysis.mentions import COREF_DIRECTIONS, DISTANCE_BANDS, distance_band, word_rows
 from probes.extraction.attention import WordAttention
 from probes.corpora.types import Document, Mention
 from probes.errors import AlignmentError, ConfigError
-from probes.heads.intervals import bootstrap_ci
 from probes.extraction.windows import Window
+from probes.results import Result, head_names, long_table
 
 __all__ = [
     "MENTION_TYPES",
@@ -74,17 +76,13 @@ __all__ = [
 ]
 
 MENTION_TYPES: tuple[str, ...] = ("pronoun", "proper", "nominal")
-DISTANCE_BANDS: tuple[str, ...] = ("0", "1", "2", "3-5", "6+")
 CANDIDATE_SETS: tuple[str, ...] = ("all", "earlier", "mentions")
-COREF_DIRECTIONS: tuple[str, ...] = ("anaphor_to_antecedent", "antecedent_to_anaphor")
 ANTECEDENT_SCOPES: tuple[str, ...] = ("window", "document")
 BASELINES: tuple[str, ...] = ("nearest", "head_match", "rule_sieve")
 SINGLETONS: tuple[str, ...] = ("keep", "drop")
 SPLIT_ANTECEDENTS: tuple[str, ...] = ("any-part", "ignore")
 COUNTS: tuple[str, ...] = ("evaluated", "no_antecedent", "not_scorable", "cut", "singleton_dropped",
                            "via_split_antecedent")
-
-_BAND_EDGES = np.array([1, 2, 3, 6])  # distance d -> band index = searchsorted(edges, d, "right")
 
 # Pronoun lexicon for agreement when UD FEATS are silent: form -> (number, gender, person).
 _PRONOUNS: dict[str, tuple[str | None, str | None, str | None]] = {
@@ -96,11 +94,6 @@ _PRONOUNS: dict[str, tuple[str | None, str | None, str | None]] = {
     **{w: ("Sing", "Neut", "3") for w in ("it", "its", "itself")},
     **{w: ("Plur", None, "3") for w in ("they", "them", "their", "theirs", "themselves")},
 }
-
-
-def distance_band(distance: npt.ArrayLike) -> npt.NDArray[np.intp]:
-    """Band index (0..4 for ``0, 1, 2, 3-5, 6+``) of sentence distances (absolute values taken)."""
-    return np.searchsorted(_BAND_EDGES, np.abs(np.asarray(distance)), side="right")
 
 
 def mention_type(upos: str) -> str:
@@ -115,19 +108,6 @@ def mention_type(upos: str) -> str:
 def mention_order(mentions: Sequence[Mention]) -> list[Mention]:
     """Mentions in document order: by start, then longer first (outer brackets open first)."""
     return sorted(mentions, key=lambda m: (m.start, -m.end, m.head))
-
-
-def word_rows(weights: npt.NDArray[Any], positions: npt.NDArray[np.intp], rows: npt.NDArray[np.intp]
-              ) -> npt.NDArray[Any]:
-    """``(L, H, len(rows), n)``: the given word rows of ``weights`` (L, H, n_pos, n_pos), word columns only.
-
-    ``positions`` (n,) are the word positions among all positions; ``rows`` index words. Gathers
-    only the rows needed instead of the whole words-only map (which copies L x H x n x n).
-    """
-    picked = weights[:, :, positions[rows], :]  # (L, H, R, n_pos)
-    if len(positions) == weights.shape[-1]:
-        return picked
-    return picked[..., positions]
 
 
 def _feats(text: str) -> dict[str, str]:
@@ -202,7 +182,7 @@ def _doc_info(doc: Document, drop_singletons: bool = False, use_split: bool = Fa
 
 
 @dataclass(frozen=True)
-class CorefResult:
+class CorefResult(Result):
     """Counts behind antecedent-selection accuracy, per document, type and distance band.
 
     Attributes:
@@ -246,6 +226,18 @@ class CorefResult:
         n = self.total[:, t][:, :, b].sum(axis=(1, 2))
         return c, n
 
+    def to_pandas(self) -> Any:
+        """One row per mention type, distance band and head, summed over documents: ``type, band,
+        layer, head, head_name, correct, total, accuracy`` (``layer``/``head`` 1-based)."""
+        correct, total = self.correct.sum(axis=0), self.total.sum(axis=0)  # (T, B, L, H), (T, B)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            accuracy = correct / np.where(total > 0, total, np.nan)[..., None, None]
+        axes = {"type": MENTION_TYPES, "band": DISTANCE_BANDS,
+                "layer": np.asarray(self.layers, dtype=np.int64) + 1, "head": np.asarray(self.heads, dtype=np.int64) + 1}
+        table = long_table(axes, {"correct": correct, "total": total[..., None, None], "accuracy": accuracy})
+        table.insert(4, "head_name", head_names(table))
+        return table
+
     def accuracy(self, mention_type: str | None = None, band: str | None = None) -> npt.NDArray[np.float64]:
         """``(n_layers, n_heads)`` accuracy of every head (NaN when nothing was evaluated)."""
         c, n = self.head_counts(mention_type, band)
@@ -257,22 +249,8 @@ class CorefResult:
         c, n = self.baseline_counts(name, mention_type, band)
         return float(c.sum() / n.sum()) if n.sum() else float("nan")
 
-    def head_interval(self, layer: int, head: int, mention_type: str | None = None, band: str | None = None,
-                      **kwargs: Any) -> tuple[float, float]:
-        """Bootstrap interval (resampling documents) of one head's accuracy; ``layer``/``head`` 0-based positions."""
-        c, n = self.head_counts(mention_type, band)
-        lo, hi = bootstrap_ci(c[:, layer, head], n, **kwargs)
-        return float(lo), float(hi)
 
-    def baseline_interval(self, name: str, mention_type: str | None = None, band: str | None = None,
-                          **kwargs: Any) -> tuple[float, float]:
-        """Bootstrap interval (resampling documents) of a baseline's accuracy."""
-        c, n = self.baseline_counts(name, mention_type, band)
-        lo, hi = bootstrap_ci(c, n, **kwargs)
-        return float(lo), float(hi)
-
-
-class AntecedentAccuracy:
+class AntecedentAccuracy(Analysis[CorefResult]):
     """Streaming antecedent-selection accuracy of every head, with the three baselines.
 
     Feed it ``(Window, WordAttention)`` pairs (the windows of :func:`probes.extraction.windows.document_windows`,
@@ -302,28 +280,19 @@ class AntecedentAccuracy:
                                      ("split_antecedents", split_antecedents, SPLIT_ANTECEDENTS)):
             if value not in allowed:
                 raise ConfigError(f"{name}: expected one of {', '.join(allowed)}, found {value!r}")
-        self.candidates = candidates
-        self.direction = direction
-        self.antecedents = antecedents
-        self.singletons = singletons
-        self.split_antecedents = split_antecedents
-        self.reset()
-
-    @property
-    def options(self) -> dict[str, str]:
-        """The scoring options, as written in the run record."""
-        return {"candidates": self.candidates, "direction": self.direction, "antecedents": self.antecedents,
-                "singletons": self.singletons, "split_antecedents": self.split_antecedents}
-
-    def reset(self) -> None:
-        """Forget everything seen."""
-        self._layers: tuple[int, ...] | None = None
-        self._heads: tuple[int, ...] | None = None
-        self._correct: dict[str, npt.NDArray[np.int64]] = {}
-        self._total: dict[str, npt.NDArray[np.int64]] = {}
-        self._base: dict[str, npt.NDArray[np.int64]] = {}
-        self._counts = np.zeros((len(MENTION_TYPES), len(COUNTS)), dtype=np.int64)
-        self._cache: tuple[Document, _DocInfo] | None = None
+        super().__init__()
+        self.add_option("candidates", candidates)
+        self.add_option("direction", direction)
+        self.add_option("antecedents", antecedents)
+        self.add_option("singletons", singletons)
+        self.add_option("split_antecedents", split_antecedents)
+        self.add_state("_layers", None, "same")
+        self.add_state("_heads", None, "same")
+        self.add_state("_correct", {}, "keyed")  # doc id -> (types, bands, L, H)
+        self.add_state("_total", {}, "keyed")  # doc id -> (types, bands)
+        self.add_state("_base", {}, "keyed")  # doc id -> (baselines, types, bands)
+        self.add_state("_counts", np.zeros((len(MENTION_TYPES), len(COUNTS)), dtype=np.int64), "sum")
+        self.add_state("_cache", None, "buffer")  # (document, its _DocInfo)
 
     def _info(self, doc: Document) -> _DocInfo:
         if self._cache is None or self._cache[0] is not doc:
@@ -477,20 +446,3 @@ class AntecedentAccuracy:
                     for i, t in enumerate(MENTION_TYPES)},
             options=self.options,
         )
-
-    def merge(self, other: AntecedentAccuracy) -> None:
-        """Add the counts of ``other`` (same options, other documents or windows)."""
-        if other.options != self.options:
-            raise ConfigError(f"cannot merge scorers with different options: {self.options} and {other.options}")
-        if other._layers is None:
-            return
-        if self._layers is None:
-            self._layers, self._heads = other._layers, other._heads
-        elif (self._layers, self._heads) != (other._layers, other._heads):
-            raise ConfigError("cannot merge scorers over different layers or heads")
-        for u in other._total:
-            self._unit(u, other._correct[u].shape[2:])
-            self._correct[u] += other._correct[u]
-            self._total[u] += other._total[u]
-            self._base[u] += other._base[u]
-        self._counts += other._counts

@@ -8,6 +8,7 @@ from typing import Optional
 
 import typer
 
+from probes.cli import options
 from probes.cli._app import app
 from probes.errors import ConfigError
 
@@ -34,12 +35,11 @@ def _indices(text: Optional[str], what: str) -> Optional[list[int]]:
 
 @app.command("extract")
 def extract_cli(
-    model: str = typer.Option(..., "--model", "-m", help="Model folder (offline) or hub name (needs network)."),
-    treebank: str = typer.Option(..., "--treebank", "-t",
-                                 help="A .conllu / .conllx / .spacy file (or ud:TREEBANK:SPLIT)."),
+    model: str = options.model_option(...),
+    treebank: str = options.treebank_option(..., help=f"Treebank: {options.DATA_HELP}."),
     store: Path = typer.Option(..., "--store", "-s", help="Store folder to write (an interrupted run resumes)."),
-    batch_size: int = typer.Option(32, "--batch-size", min=1, help="Sentences per forward pass."),
-    device: Optional[str] = typer.Option(None, "--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)."),
+    batch_size: int = options.batch_size_option(),
+    device: Optional[str] = options.device_option(),
     dtype: str = typer.Option("float32", "--dtype", help="Model dtype: float32, float16 or bfloat16."),
     layers: Optional[str] = typer.Option(None, "--layers", help="Layers to keep, 1-based: e.g. 1,5-6 (default all)."),
     heads: Optional[str] = typer.Option(None, "--heads", help="Heads to keep, 1-based: e.g. 1-4 (default all)."),
@@ -50,7 +50,7 @@ def extract_cli(
                                              help="Most tokens per sentence, specials included (default: model's)."),
     shard_size: int = typer.Option(256, "--shard-size", min=1, help="Sentences per store shard."),
     revision: Optional[str] = typer.Option(None, "--revision", help="Model revision (hub models)."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar on stderr."),
+    progress: bool = options.progress_option(help="Show a progress bar on stderr."),
 ) -> None:
     """Extract word-level attention of every head for a treebank into an attention store.
 
@@ -59,16 +59,12 @@ def extract_cli(
     heads are given 1-based here and recorded 0-based in the store.
     """
     from probes.corpora import read_treebank
-    from probes.extraction.extractor import AttentionExtractor
+    from probes.corpora.registry import resolve_treebank
     from probes.extraction.store import extract_to_store
+    from probes.runs.inputs import load_extractor
 
-    try:
-        from probes.corpora.registry import resolve_treebank
-
-        path = resolve_treebank(treebank)
-    except ImportError:  # pragma: no cover - the registry is optional
-        path = Path(treebank)
-    extractor = AttentionExtractor.from_pretrained(
+    path = resolve_treebank(treebank)
+    extractor = load_extractor(
         model, revision=revision, device=device, dtype=dtype, batch_size=batch_size,
         layers=_indices(layers, "layers"), heads=_indices(heads, "heads"), from_pool=from_pool,
         max_length=max_length, on_long=on_long, progress=progress)

@@ -13,6 +13,7 @@ sentence per sentence), which marks the sentence ``silver``.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -20,10 +21,10 @@ from os import PathLike
 from typing import TYPE_CHECKING
 
 from probes.corpora.blocks import iter_blocks
-from probes.corpora.coref import tree_head
+from probes.corpora.coref import document_heads, tree_head
+from probes.corpora.formats import detect_format, treebank_reader
 from probes.corpora.readreport import ReadReport, check_on_error
-from probes.corpora.validate import tree_depths
-from probes.corpora.spacy_docs import DEFAULT_PIPELINE, _span_to_sentence, parse_words
+from probes.corpora.spacy_docs import DEFAULT_PIPELINE, parse_words, span_to_sentence
 from probes.corpora.types import Document, Mention, Sentence
 from probes.errors import AnnotationError, FormatError, InputError
 
@@ -53,128 +54,181 @@ class _RawDoc:
     error: InputError | None = None
 
 
-def _raw_documents(path: str) -> Iterator[_RawDoc]:
-    """Yield the sections of ``path`` with their mentions as document offsets."""
-    doc: _RawDoc | None = None
-    opened: dict[str, list[tuple[int, int]]] = defaultdict(list)
-    offset = 0
+class _SectionReader:
+    """Reads the lines of one file into :class:`_RawDoc` sections, one line at a time.
 
-    def fail(line: int, msg: str, cls: type[InputError] = FormatError) -> None:
-        if doc is not None and doc.error is None:
-            doc.error = cls(f"document '{doc.doc_id}': {msg}", path=path, line=line)
+    Errors inside a section are kept on the section (``_RawDoc.error``, the first one wins) so the
+    caller can skip the document; errors outside any section are raised.
+    """
 
-    def finish(line: int) -> _RawDoc | None:
-        nonlocal doc
-        if doc is None:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.doc: _RawDoc | None = None
+        self.opened: dict[str, list[tuple[int, int]]] = defaultdict(list)  # entity -> (offset, line) stack
+        self.offset = 0  # document offset of the next word
+        self._new_sentence()
+
+    def _new_sentence(self) -> None:
+        self.words: list[str] = []
+        self.pos: list[str] = []
+        self.lemmas: list[str] = []
+        self.lines: list[int] = []
+
+    def fail(self, line: int, msg: str, cls: type[InputError] = FormatError) -> None:
+        """Record the section's first error."""
+        if self.doc is not None and self.doc.error is None:
+            self.doc.error = cls(f"document '{self.doc.doc_id}': {msg}", path=self.path, line=line)
+
+    def end_sentence(self) -> None:
+        """Add the words read so far to the section as one sentence."""
+        if self.words and self.doc is not None:
+            self.doc.sentences.append((self.lines[0], self.words, self.pos, self.lemmas, self.lines))
+        self._new_sentence()
+
+    def finish(self) -> _RawDoc | None:
+        """Close the open section (None if there is none), flagging mentions never closed."""
+        if self.doc is None:
             return None
-        for eid, stack in opened.items():
+        for eid, stack in self.opened.items():
             if stack:
-                fail(
-                    stack[0][1],
-                    f"expected a closing '{eid})' for the mention opened here, "
-                    "found the end of the document",
-                    AnnotationError,
-                )
-        done, doc = doc, None
+                self.fail(stack[0][1], f"expected a closing '{eid})' for the mention opened here, "
+                          "found the end of the document", AnnotationError)
+        done, self.doc = self.doc, None
         return done
 
+    def begin(self, lineno: int, text: str) -> _RawDoc | None:
+        """A ``#begin document`` line: returns the section it closes, if any."""
+        self.end_sentence()
+        done = self.finish()
+        m = _BEGIN.match(text)
+        if not m:
+            raise FormatError(f"expected '#begin document (<name>); part <n>', found {text!r}", path=self.path,
+                              line=lineno)
+        self.doc = _RawDoc(f"{m.group(1)}_{m.group(2)}", lineno)
+        self.opened.clear()
+        self.offset = 0
+        return done
+
+    def end(self, lineno: int) -> _RawDoc:
+        """An ``#end document`` line: returns the section it closes."""
+        self.end_sentence()
+        done = self.finish()
+        if done is None:
+            raise FormatError("expected '#begin document' before '#end document', found none", path=self.path,
+                              line=lineno)
+        return done
+
+    def token(self, lineno: int, text: str) -> None:
+        """A word line: its columns and coreference chunks."""
+        if self.doc is None:
+            raise FormatError(f"expected '#begin document (<name>); part <n>', found {text[:40]!r}",
+                              path=self.path, line=lineno)
+        cols = text.split()
+        if len(cols) < MIN_COLUMNS:
+            self.fail(lineno, f"expected at least {MIN_COLUMNS} whitespace-separated columns, found {len(cols)}")
+            return
+        self.coreference(self.doc, lineno, cols[-1])
+        self.words.append(cols[3])
+        self.pos.append(cols[4])
+        self.lemmas.append(cols[6] if cols[6] != "-" else "_")
+        self.lines.append(lineno)
+        self.offset += 1
+
+    def coreference(self, doc: _RawDoc, lineno: int, column: str) -> None:
+        """Open and close the mentions of one word's coreference column (``-`` or ``(12|12)`` ...)."""
+        for chunk in column.split("|") if column != "-" else ():
+            m = _COREF.match(chunk)
+            if not m or not (m.group(1) or m.group(3)):
+                self.fail(lineno, f"expected coreference chunks like '(12', '12)' or '(12)', found {column!r}",
+                          AnnotationError)
+                return
+            eid = m.group(2)
+            if m.group(1):
+                self.opened[eid].append((self.offset, lineno))
+            if m.group(3):
+                if not self.opened[eid]:
+                    self.fail(lineno, f"expected an open mention of entity {eid} to close, found '{eid})' never "
+                              "opened", AnnotationError)
+                    return
+                start, line0 = self.opened[eid].pop()
+                doc.mentions.append((eid, start, self.offset, line0))
+
+    def line(self, lineno: int, text: str) -> _RawDoc | None:
+        """Any line; returns a section when the line closes one."""
+        if text.startswith("#begin document"):
+            return self.begin(lineno, text)
+        if text.startswith("#end document"):
+            return self.end(lineno)
+        if not text.startswith("#"):
+            self.token(lineno, text)
+        return None
+
+
+def _raw_documents(path: str) -> Iterator[_RawDoc]:
+    """Yield the sections of ``path`` with their mentions as document offsets."""
+    reader = _SectionReader(path)
     for block in iter_blocks(path):
-        words: list[str] = []
-        pos: list[str] = []
-        lemmas: list[str] = []
-        lines: list[int] = []
         for k, text in enumerate(block.lines):
             lineno = block.line + k
             if block.bad_line == lineno:
-                fail(lineno, block.bad_reason or "undecodable line")
-                if doc is None:
-                    raise FormatError(
-                        block.bad_reason or "undecodable line", path=path, line=lineno
-                    )
-            if text.startswith("#begin document"):
-                if words and doc is not None:
-                    doc.sentences.append((lines[0], words, pos, lemmas, lines))
-                    words, pos, lemmas, lines = [], [], [], []
-                done = finish(lineno)
-                if done is not None:
-                    yield done
-                m = _BEGIN.match(text)
-                if not m:
-                    raise FormatError(
-                        f"expected '#begin document (<name>); part <n>', found {text!r}",
-                        path=path,
-                        line=lineno,
-                    )
-                doc = _RawDoc(f"{m.group(1)}_{m.group(2)}", lineno)
-                opened.clear()
-                offset = 0
-                continue
-            if text.startswith("#end document"):
-                if words and doc is not None:
-                    doc.sentences.append((lines[0], words, pos, lemmas, lines))
-                    words, pos, lemmas, lines = [], [], [], []
-                done = finish(lineno)
-                if done is None:
-                    raise FormatError(
-                        "expected '#begin document' before '#end document', found none",
-                        path=path,
-                        line=lineno,
-                    )
+                reader.fail(lineno, block.bad_reason or "undecodable line")
+                if reader.doc is None:
+                    raise FormatError(block.bad_reason or "undecodable line", path=path, line=lineno)
+            done = reader.line(lineno, text)
+            if done is not None:
                 yield done
-                continue
-            if text.startswith("#"):
-                continue
-            if doc is None:
-                raise FormatError(
-                    f"expected '#begin document (<name>); part <n>', found {text[:40]!r}",
-                    path=path,
-                    line=lineno,
-                )
-            cols = text.split()
-            if len(cols) < MIN_COLUMNS:
-                fail(
-                    lineno,
-                    f"expected at least {MIN_COLUMNS} whitespace-separated columns, "
-                    f"found {len(cols)}",
-                )
-                continue
-            for chunk in cols[-1].split("|") if cols[-1] != "-" else ():
-                m = _COREF.match(chunk)
-                if not m or not (m.group(1) or m.group(3)):
-                    fail(
-                        lineno,
-                        f"expected coreference chunks like '(12', '12)' or '(12)', "
-                        f"found {cols[-1]!r}",
-                        AnnotationError,
-                    )
-                    break
-                eid = m.group(2)
-                if m.group(1):
-                    opened[eid].append((offset, lineno))
-                if m.group(3):
-                    if not opened[eid]:
-                        fail(
-                            lineno,
-                            f"expected an open mention of entity {eid} to close, found "
-                            f"'{eid})' never opened",
-                            AnnotationError,
-                        )
-                        break
-                    start, line0 = opened[eid].pop()
-                    doc.mentions.append((eid, start, offset, line0))
-            words.append(cols[3])
-            pos.append(cols[4])
-            lemmas.append(cols[6] if cols[6] != "-" else "_")
-            lines.append(lineno)
-            offset += 1
-        if words and doc is not None:
-            doc.sentences.append((lines[0], words, pos, lemmas, lines))
-    if doc is not None:
-        raise FormatError(
-            f"document '{doc.doc_id}': expected '#end document', found the end of " "the file",
-            path=path,
-            line=doc.line,
-        )
+        reader.end_sentence()
+    if reader.doc is not None:
+        raise FormatError(f"document '{reader.doc.doc_id}': expected '#end document', found the end of the file",
+                          path=path, line=reader.doc.line)
+
+
+def _given_trees(trees: str | PathLike[str]) -> Iterator[Sentence]:
+    """The sentences of the ``trees=`` treebank (CoNLL-U, CoNLL-X or ``.spacy``)."""
+    return iter(treebank_reader(detect_format(trees))(trees))
+
+
+def _tree_sentences(raw: _RawDoc, given: Iterator[Sentence], trees: str | PathLike[str],
+                    name: str) -> list[Sentence]:
+    """The section's sentences with the heads of the next sentences of ``trees`` (words must match)."""
+    sentences = []
+    for k, (line0, words, pos, _lemmas, _) in enumerate(raw.sentences, 1):
+        tree = next(given, None)
+        if tree is None or list(tree.words) != words:
+            raise AnnotationError(
+                f"document '{raw.doc_id}': expected the next sentence of {trees} to have the words "
+                f"{' '.join(words[:8])!r}..., found "
+                f"{'the end of that file' if tree is None else repr(' '.join(tree.words[:8]))}",
+                path=name, line=line0)
+        sentences.append(replace(tree, sent_id=f"{raw.doc_id}-{k}", doc_id=raw.doc_id, path=name, line=line0,
+                                 xpos=tuple(pos)))
+    return sentences
+
+
+def _parsed_sentences(raw: _RawDoc, pipeline: str | Language, name: str) -> list[Sentence]:
+    """The section's sentences parsed by spaCy (tokenisation kept; ``silver``)."""
+    sentences = []
+    parsed = parse_words([s[1] for s in raw.sentences], pipeline)
+    for k, ((line0, words, pos, lemmas, _), sdoc) in enumerate(zip(raw.sentences, parsed), 1):
+        sent = span_to_sentence(sdoc[:], sent_id=f"{raw.doc_id}-{k}", doc_id=raw.doc_id, silver=True, path=name)
+        if sent is None or list(sent.words) != words:
+            raise FormatError(f"document '{raw.doc_id}': expected words without whitespace, found {words!r}",
+                              path=name, line=line0)
+        sentences.append(replace(sent, line=line0, xpos=tuple(pos), lemmas=tuple(lemmas), text=None))
+    return sentences
+
+
+def _document(raw: _RawDoc, sentences: list[Sentence], name: str) -> Document:
+    """The Document of a section: mentions with their tree heads, sorted."""
+    starts, doc_heads, depth = document_heads(sentences)
+    mentions = []
+    for eid, start, end, _ in raw.mentions:
+        words = tuple(range(start, end + 1))
+        mentions.append(Mention(entity=eid, words=words, head=tree_head(words, doc_heads, depth),
+                                sentence=bisect_right(starts, start) - 1))
+    mentions.sort(key=lambda m: (m.start, -m.end, m.entity))
+    return Document(doc_id=raw.doc_id, sentences=tuple(sentences), mentions=tuple(mentions), path=name,
+                    line=raw.line, sentence_starts=tuple(starts))
 
 
 def read_conll2012(
@@ -191,108 +245,36 @@ def read_conll2012(
         path: the file.
         pipeline: spaCy pipeline (name or loaded) that parses the words when ``trees``
             is not given; such sentences are ``silver``.
-        trees: a CoNLL-U/CoNLL-X treebank with the same sentences in the same order
-            (words must match), used instead of spaCy.
+        trees: a CoNLL-U/CoNLL-X (or ``.spacy``) treebank with the same sentences in the same
+            order (words must match), used instead of spaCy.
         on_error: ``"raise"`` or ``"skip"`` (a bad document is skipped whole).
         report: a :class:`ReadReport` to fill.
 
     Raises:
         FormatError, AnnotationError: ``path:line:`` for malformed input.
     """
-    from probes.corpora.readers import read_treebank
-
     check_on_error(on_error)
     report = report if report is not None else ReadReport()
     name = str(path)
-    given = iter(read_treebank(trees)) if trees is not None else None
+    given = _given_trees(trees) if trees is not None else None
     for raw in _raw_documents(name):
         try:
             if raw.error is not None:
                 raise raw.error
             if not raw.sentences:
-                raise FormatError(
-                    f"document '{raw.doc_id}': expected sentences, found none",
-                    path=name,
-                    line=raw.line,
-                )
-            sentences: list[Sentence] = []
-            if given is not None:
-                for k, (line0, words, pos, lemmas, _) in enumerate(raw.sentences, 1):
-                    tree = next(given, None)
-                    if tree is None or list(tree.words) != words:
-                        raise AnnotationError(
-                            f"document '{raw.doc_id}': expected the next sentence of {trees} to "
-                            f"have the words {' '.join(words[:8])!r}..., found "
-                            f"{'the end of that file' if tree is None else repr(' '.join(tree.words[:8]))}",
-                            path=name,
-                            line=line0,
-                        )
-                    sentences.append(
-                        replace(
-                            tree,
-                            sent_id=f"{raw.doc_id}-{k}",
-                            doc_id=raw.doc_id,
-                            path=name,
-                            line=line0,
-                            xpos=tuple(pos),
-                        )
-                    )
+                raise FormatError(f"document '{raw.doc_id}': expected sentences, found none", path=name,
+                                  line=raw.line)
+            if given is not None and trees is not None:
+                sentences = _tree_sentences(raw, given, trees, name)
             else:
-                parsed = parse_words([s[1] for s in raw.sentences], pipeline)
-                for k, ((line0, words, pos, lemmas, _), sdoc) in enumerate(
-                    zip(raw.sentences, parsed), 1
-                ):
-                    sent = _span_to_sentence(
-                        sdoc[:],
-                        sent_id=f"{raw.doc_id}-{k}",
-                        doc_id=raw.doc_id,
-                        silver=True,
-                        path=name,
-                    )
-                    if sent is None or list(sent.words) != words:
-                        raise FormatError(
-                            f"document '{raw.doc_id}': expected words without whitespace, found "
-                            f"{words!r}",
-                            path=name,
-                            line=line0,
-                        )
-                    sentences.append(
-                        replace(sent, line=line0, xpos=tuple(pos), lemmas=tuple(lemmas), text=None)
-                    )
+                sentences = _parsed_sentences(raw, pipeline, name)
         except InputError as err:
             if on_error == "raise":
                 raise
             report.skip(err)
             continue
-        starts, doc_heads, depth, total = [], [], [], 0
-        for sent in sentences:
-            starts.append(total)
-            doc_heads.extend(total + h - 1 if h else -1 for h in sent.heads)
-            depth.extend(tree_depths(sent.heads))
-            total += len(sent.words)
-        from bisect import bisect_right
-
-        mentions = []
-        for eid, start, end, _ in raw.mentions:
-            words_ = tuple(range(start, end + 1))
-            mentions.append(
-                Mention(
-                    entity=eid,
-                    words=words_,
-                    head=tree_head(words_, doc_heads, depth),
-                    sentence=bisect_right(starts, start) - 1,
-                )
-            )
-        mentions.sort(key=lambda m: (m.start, -m.end, m.entity))
-        doc = Document(
-            doc_id=raw.doc_id,
-            sentences=tuple(sentences),
-            mentions=tuple(mentions),
-            path=name,
-            line=raw.line,
-            sentence_starts=tuple(starts),
-        )
+        doc = _document(raw, sentences, name)
         report.documents += 1
         report.sentences += len(sentences)
-        report.words += total
+        report.words += doc.n_words
         yield doc

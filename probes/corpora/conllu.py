@@ -65,6 +65,80 @@ def _comments(block: Block) -> list[tuple[str, str | None]]:
     return pairs
 
 
+def _columns(text: str, *, sent_id: str, path: str | None, lineno: int, conllx: bool) -> list[str]:
+    """The 10 tab-separated fields of a word line, each non-empty."""
+    cols = text.split("\t")
+    if len(cols) != N_COLUMNS:
+        hint = " (the columns look space-separated)" if len(cols) == 1 and " " in text else ""
+        raise FormatError(
+            f"sentence '{sent_id}': expected {N_COLUMNS} tab-separated columns, "
+            f"found {len(cols)}{hint}",
+            path=path,
+            line=lineno,
+        )
+    if "" in cols:  # CoNLL-U writes '_' for "no value"; an empty field is malformed
+        col = cols.index("")
+        name = (CONLLX_COLUMNS if conllx else COLUMNS)[col]
+        raise FormatError(
+            f"sentence '{sent_id}': expected a value in column {col + 1} ({name}; '_' if "
+            "none), found an empty field",
+            path=path,
+            line=lineno,
+        )
+    return cols
+
+
+def _id_kind(tid: str, n_words: int, *, sent_id: str, path: str | None, lineno: int, conllx: bool) -> str:
+    """What ID ``tid`` is: ``"word"`` (the next syntactic word), ``"range"`` (3-4) or ``"empty"`` (8.1)."""
+    if not (tid.isascii() and tid.isdigit()):
+        if conllx:
+            raise FormatError(
+                f"sentence '{sent_id}': expected an integer word id, found {tid!r}",
+                path=path,
+                line=lineno,
+            )
+        try:
+            parsed = parse_id_value(tid)
+        except ParseException as err:
+            raise FormatError(
+                f"sentence '{sent_id}': expected a word id (7), range (7-8) or empty node "
+                f"(7.1), found {tid!r}",
+                path=path,
+                line=lineno,
+            ) from err
+        if isinstance(parsed, tuple):  # multiword-token range or empty node: not a syntactic word
+            return "empty" if parsed[1] == "." else "range"
+    if not (tid.isascii() and tid.isdigit()) or int(tid) != n_words + 1:
+        raise FormatError(
+            f"sentence '{sent_id}': expected word id {n_words + 1}, found {tid!r}",
+            path=path,
+            line=lineno,
+        )
+    return "word"
+
+
+def _head(head_text: str, tid: str, *, sent_id: str, path: str | None, lineno: int) -> int:
+    """The HEAD field as an integer."""
+    if head_text.isascii() and head_text.isdigit():
+        return int(head_text)
+    try:
+        value = parse_int_value(head_text)
+    except ParseException as err:
+        raise FormatError(
+            f"sentence '{sent_id}': expected an integer head for word {tid}, "
+            f"found {head_text!r}",
+            path=path,
+            line=lineno,
+        ) from err
+    if value is None:
+        raise FormatError(
+            f"sentence '{sent_id}': expected an integer head for word {tid}, found '_'",
+            path=path,
+            line=lineno,
+        )
+    return value
+
+
 def parse_block(
     block: Block,
     *,
@@ -94,100 +168,25 @@ def parse_block(
     if comments is None:
         comments = _comments(block)
     conllx = fmt == "conllx"
-    forms: list[str] = []
-    lemmas: list[str] = []
-    upos: list[str] = []
-    xpos: list[str] = []
-    feats: list[str] = []
+    rows: list[list[str]] = []  # the word lines' fields, HEAD as given
     heads: list[int] = []
-    rels: list[str] = []
-    misc: list[str] = []
     lines: list[int] = []
     empty: list[tuple[int, int, str]] = []
     for offset, text in enumerate(block.lines):
         if text.startswith("#"):
             continue
         lineno = block.line + offset
-        cols = text.split("\t")
-        if len(cols) != N_COLUMNS:
-            hint = " (the columns look space-separated)" if len(cols) == 1 and " " in text else ""
-            raise FormatError(
-                f"sentence '{sent_id}': expected {N_COLUMNS} tab-separated columns, "
-                f"found {len(cols)}{hint}",
-                path=path,
-                line=lineno,
-            )
-        if "" in cols:  # CoNLL-U writes '_' for "no value"; an empty field is malformed
-            col = cols.index("")
-            name = (CONLLX_COLUMNS if conllx else COLUMNS)[col]
-            raise FormatError(
-                f"sentence '{sent_id}': expected a value in column {col + 1} ({name}; '_' if "
-                "none), found an empty field",
-                path=path,
-                line=lineno,
-            )
-        tid = cols[0]
-        if not (tid.isascii() and tid.isdigit()):
-            if conllx:
-                raise FormatError(
-                    f"sentence '{sent_id}': expected an integer word id, found {tid!r}",
-                    path=path,
-                    line=lineno,
-                )
-            try:
-                parsed = parse_id_value(tid)
-            except ParseException as err:
-                raise FormatError(
-                    f"sentence '{sent_id}': expected a word id (7), range (7-8) or empty node "
-                    f"(7.1), found {tid!r}",
-                    path=path,
-                    line=lineno,
-                ) from err
-            if isinstance(parsed, tuple):
-                if parsed[1] == ".":  # empty node: keep its MISC for coreference
-                    empty.append((len(forms), lineno, cols[9]))
-                continue  # multiword-token range or empty node: not a syntactic word
-            raise FormatError(
-                f"sentence '{sent_id}': expected word id {len(forms) + 1}, found {tid!r}",
-                path=path,
-                line=lineno,
-            )
-        if int(tid) != len(forms) + 1:
-            raise FormatError(
-                f"sentence '{sent_id}': expected word id {len(forms) + 1}, found {tid!r}",
-                path=path,
-                line=lineno,
-            )
-        head_text = cols[6]
-        if head_text.isascii() and head_text.isdigit():
-            head = int(head_text)
-        else:
-            try:
-                value = parse_int_value(head_text)
-            except ParseException as err:
-                raise FormatError(
-                    f"sentence '{sent_id}': expected an integer head for word {tid}, "
-                    f"found {head_text!r}",
-                    path=path,
-                    line=lineno,
-                ) from err
-            if value is None:
-                raise FormatError(
-                    f"sentence '{sent_id}': expected an integer head for word {tid}, found '_'",
-                    path=path,
-                    line=lineno,
-                )
-            head = value
-        forms.append(cols[1])
-        lemmas.append(cols[2])
-        upos.append(cols[3])
-        xpos.append(cols[4])
-        feats.append(cols[5])
-        heads.append(head)
-        rels.append(cols[7])
-        misc.append(cols[9])
+        where = {"sent_id": sent_id, "path": path, "lineno": lineno}
+        cols = _columns(text, conllx=conllx, **where)
+        kind = _id_kind(cols[0], len(rows), conllx=conllx, **where)
+        if kind == "empty":  # keep its MISC for coreference
+            empty.append((len(rows), lineno, cols[9]))
+        if kind != "word":
+            continue
+        heads.append(_head(cols[6], cols[0], **where))
+        rows.append(cols)
         lines.append(lineno)
-    if not forms:
+    if not rows:
         raise FormatError(
             f"sentence '{sent_id}': expected word lines, found only comments or ranges",
             path=path,
@@ -195,22 +194,21 @@ def parse_block(
         )
     check_tree(heads, sent_id=sent_id, path=path, lines=lines, first_line=lines[0])
     meta = dict(comments)
-    if meta.get("annotation") == "silver":
-        silver = True
+    fields = list(zip(*rows))  # per column, every word's value
     sentence = Sentence(
         sent_id=sent_id,
-        words=tuple(forms),
+        words=fields[1],
         heads=tuple(heads),
-        relations=tuple(rels),
-        upos=tuple(upos),
-        xpos=tuple(xpos),
-        lemmas=tuple(lemmas),
-        feats=tuple(feats),
-        misc=() if conllx else tuple(misc),
+        relations=fields[7],
+        upos=fields[3],
+        xpos=fields[4],
+        lemmas=fields[2],
+        feats=fields[5],
+        misc=() if conllx else fields[9],
         doc_id=doc_id,
         path=path,
         line=block.line,
-        silver=silver,
+        silver=silver or meta.get("annotation") == "silver",
         text=meta.get("text"),
     )
     return ParsedBlock(sentence, tuple(lines), tuple(comments), tuple(empty))

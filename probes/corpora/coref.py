@@ -25,6 +25,7 @@ root of its sentence; ties go to the leftmost word.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -34,10 +35,10 @@ from pathlib import Path
 from probes.corpora.conllu import ParsedBlock, iter_results
 from probes.corpora.readreport import ReadReport, check_on_error
 from probes.corpora.validate import tree_depths
-from probes.corpora.types import Bridge, Document, Mention, SplitAntecedent
+from probes.corpora.types import Bridge, Document, Mention, Sentence, SplitAntecedent
 from probes.errors import AnnotationError, InputError
 
-__all__ = ["read_corefud", "build_document", "parse_entity_chunks", "tree_head"]
+__all__ = ["read_corefud", "build_document", "document_heads", "parse_entity_chunks", "tree_head"]
 
 DEFAULT_FIELDS = "eid-etype-head-other"
 _CHUNK = re.compile(r"\([^()]+\)?|[^()]+\)")
@@ -232,6 +233,144 @@ def _close(state: _DocState, part: _Part, end: int, partial: dict[str, list[_Men
         state.dropped += 1
 
 
+def document_heads(sentences: Sequence[Sentence]) -> tuple[list[int], list[int], list[int]]:
+    """The trees of a document's sentences in document offsets, for :func:`tree_head`.
+
+    Returns:
+        ``starts`` (each sentence's first word), ``doc_heads`` (each word's head, -1 for ROOT)
+        and ``depth`` (each word's distance to ROOT in its sentence).
+    """
+    starts: list[int] = []
+    doc_heads: list[int] = []
+    depth: list[int] = []
+    total = 0
+    for sent in sentences:
+        starts.append(total)
+        doc_heads.extend(total + h - 1 if h else -1 for h in sent.heads)
+        depth.extend(tree_depths(sent.heads))
+        total += len(sent.words)
+    return starts, doc_heads, depth
+
+
+def _walk_sentence(state: _DocState, block: ParsedBlock, base: int, opened: dict[str, list[_Part]],
+                   partial: dict[str, list[_Mention]]) -> None:
+    """Apply the MISC annotations of one sentence's words and empty nodes, in order."""
+    sent = block.sentence
+    empties = iter(block.empty_nodes)
+    nxt = next(empties, None)
+    n = len(sent.words)
+    for k in range(n + 1):
+        while nxt is not None and nxt[0] == k:  # empty nodes sitting before word k+1
+            value = _misc_get(nxt[2], "Entity")
+            if value:
+                _walk_entity(state, value, here_start=base + k, here_end=base + k - 1, line=nxt[1],
+                             sent_id=sent.sent_id, opened=opened, partial=partial)
+            nxt = next(empties, None)
+        if k == n:
+            break
+        misc = sent.misc[k]
+        if "=" not in misc:
+            continue
+        line = block.word_lines[k]
+        value = _misc_get(misc, "Entity")
+        if value:
+            _walk_entity(state, value, here_start=base + k, here_end=base + k, line=line, sent_id=sent.sent_id,
+                         opened=opened, partial=partial)
+        for ante, ana in _links(state, misc, "Bridge", line, sent.sent_id):
+            state.bridges.append((ante, ana.split(":", 1)[0], base + k, line))
+        for ante, ana in _links(state, misc, "SplitAnte", line, sent.sent_id):
+            state.split_ante.append((ante, ana, line))
+
+
+def _check_closed(state: _DocState, opened: dict[str, list[_Part]], partial: dict[str, list[_Mention]]) -> None:
+    """Raise for a mention still open, or a discontinuous mention missing parts, at the document's end."""
+    for eid, stack in opened.items():
+        if stack:
+            raise AnnotationError(
+                f"document '{state.doc_id}': expected a closing bracket '{eid})' for the mention of "
+                f"entity {eid} opened here, found the end of the document",
+                path=state.path,
+                line=stack[0].mention.line,
+            )
+    for eid, pending in partial.items():
+        if pending:
+            raise AnnotationError(
+                f"document '{state.doc_id}': expected all {pending[0].n_parts} parts of the discontinuous "
+                f"mention of entity {eid} opened here, found fewer",
+                path=state.path,
+                line=pending[0].line,
+            )
+
+
+def _mentions(state: _DocState, sentences: Sequence[Sentence]) -> tuple[list[int], list[Mention]]:
+    """Sentence starts, and the document's mentions with their tree heads, sorted by position."""
+    starts, doc_heads, depth = document_heads(sentences)
+    mentions: list[Mention] = []
+    for eid, parts, named, _line in state.raw:
+        words = tuple(sorted({w for a, z in parts for w in range(a, z + 1)}))
+        mentions.append(
+            Mention(
+                entity=eid,
+                words=words,
+                head=tree_head(words, doc_heads, depth),
+                sentence=bisect_right(starts, words[0]) - 1,
+                etype=named.get("etype") or named.get("entity") or None,
+                infstat=named.get("infstat") or None,
+            )
+        )
+    mentions.sort(key=lambda m: (m.start, -m.end, m.entity))
+    return starts, mentions
+
+
+def _check_entities(state: _DocState, by_entity: dict[str, list[Mention]], link: tuple[str, str], line: int,
+                    what: str, key: str) -> None:
+    """Raise unless both entities of an ``antecedent<anaphor`` link have a mention."""
+    ante, ana = link
+    for eid in link:
+        if eid not in by_entity:
+            raise AnnotationError(
+                f"document '{state.doc_id}': expected {what} entity {eid} to have a mention in "
+                f"the document, found none ({key}={ante}<{ana})",
+                path=state.path,
+                line=line,
+            )
+
+
+def _bridges(state: _DocState, by_entity: dict[str, list[Mention]]) -> list[Bridge]:
+    """Each ``Bridge=`` link: the anaphor mention at its word and the closest antecedent mention before."""
+    bridges: list[Bridge] = []
+    for ante, ana, offset, line in state.bridges:
+        _check_entities(state, by_entity, (ante, ana), line, "bridging", "Bridge")
+        anaphors = [m for m in by_entity[ana] if m.start == offset]
+        if not anaphors:
+            raise AnnotationError(
+                f"document '{state.doc_id}': expected a mention of entity {ana} starting at the word "
+                f"with Bridge={ante}<{ana}, found none",
+                path=state.path,
+                line=line,
+            )
+        anaphor = anaphors[0]  # the longest one starting here (mentions are sorted)
+        before = [m for m in by_entity[ante] if m.start < anaphor.start]
+        if before:
+            last = max(m.start for m in before)
+            antecedent = next(m for m in before if m.start == last)
+        else:
+            antecedent = by_entity[ante][0]
+        bridges.append(Bridge(anaphor=anaphor, antecedent_entity=ante, antecedent=antecedent))
+    return bridges
+
+
+def _split_antecedents(state: _DocState, by_entity: dict[str, list[Mention]]) -> tuple[SplitAntecedent, ...]:
+    """The ``SplitAnte=`` links merged per anaphor entity, parts in file order."""
+    split_parts: dict[str, list[str]] = {}  # anaphor entity -> parts, both in file order
+    for ante, ana, line in state.split_ante:
+        _check_entities(state, by_entity, (ante, ana), line, "split-antecedent", "SplitAnte")
+        parts = split_parts.setdefault(ana, [])
+        if ante not in parts:
+            parts.append(ante)
+    return tuple(SplitAntecedent(ana, tuple(p)) for ana, p in split_parts.items())
+
+
 def build_document(
     doc_id: str,
     blocks: Sequence[ParsedBlock],
@@ -246,142 +385,21 @@ def build_document(
             malformed chunk, or a bridging/split-antecedent link to an unknown entity.
     """
     header = next((v for b in blocks[:1] for k, v in b.comments if k == "global.Entity"), None)
-    fields = (header or DEFAULT_FIELDS).split("-")
-    state = _DocState(path, doc_id, fields)
+    state = _DocState(path, doc_id, (header or DEFAULT_FIELDS).split("-"))
     opened: dict[str, list[_Part]] = defaultdict(list)
     partial: dict[str, list[_Mention]] = defaultdict(list)
     sentences = tuple(b.sentence for b in blocks)
-    starts: list[int] = []
-    doc_heads: list[int] = []
-    depth: list[int] = []
-    total = 0
-    for b in blocks:
-        starts.append(total)
-        sent = b.sentence
-        doc_heads.extend(total + h - 1 if h else -1 for h in sent.heads)
-        depth.extend(tree_depths(sent.heads))
-        total += len(sent.words)
-    for s_index, b in enumerate(blocks):
-        sent = b.sentence
-        base = starts[s_index]
-        empties = iter(b.empty_nodes)
-        nxt = next(empties, None)
-        n = len(sent.words)
-        for k in range(n + 1):
-            while nxt is not None and nxt[0] == k:  # empty nodes sitting before word k+1
-                value = _misc_get(nxt[2], "Entity")
-                if value:
-                    _walk_entity(
-                        state,
-                        value,
-                        here_start=base + k,
-                        here_end=base + k - 1,
-                        line=nxt[1],
-                        sent_id=sent.sent_id,
-                        opened=opened,
-                        partial=partial,
-                    )
-                nxt = next(empties, None)
-            if k == n:
-                break
-            misc = sent.misc[k]
-            if "=" not in misc:
-                continue
-            line = b.word_lines[k]
-            value = _misc_get(misc, "Entity")
-            if value:
-                _walk_entity(
-                    state,
-                    value,
-                    here_start=base + k,
-                    here_end=base + k,
-                    line=line,
-                    sent_id=sent.sent_id,
-                    opened=opened,
-                    partial=partial,
-                )
-            for ante, ana in _links(state, misc, "Bridge", line, sent.sent_id):
-                state.bridges.append((ante, ana.split(":", 1)[0], base + k, line))
-            for ante, ana in _links(state, misc, "SplitAnte", line, sent.sent_id):
-                state.split_ante.append((ante, ana, line))
-    for eid, stack in opened.items():
-        if stack:
-            raise AnnotationError(
-                f"document '{doc_id}': expected a closing bracket '{eid})' for the mention of "
-                f"entity {eid} opened here, found the end of the document",
-                path=path,
-                line=stack[0].mention.line,
-            )
-    for eid, stack in partial.items():
-        if stack:
-            raise AnnotationError(
-                f"document '{doc_id}': expected all {stack[0].n_parts} parts of the discontinuous "
-                f"mention of entity {eid} opened here, found fewer",
-                path=path,
-                line=stack[0].line,
-            )
-
-    def sentence_of(offset: int) -> int:
-        from bisect import bisect_right
-
-        return bisect_right(starts, offset) - 1
-
-    mentions: list[Mention] = []
-    for eid, parts, named, _line in state.raw:
-        words = tuple(sorted({w for a, z in parts for w in range(a, z + 1)}))
-        mentions.append(
-            Mention(
-                entity=eid,
-                words=words,
-                head=tree_head(words, doc_heads, depth),
-                sentence=sentence_of(words[0]),
-                etype=named.get("etype") or named.get("entity") or None,
-                infstat=named.get("infstat") or None,
-            )
-        )
-    mentions.sort(key=lambda m: (m.start, -m.end, m.entity))
+    base = 0
+    for block in blocks:
+        _walk_sentence(state, block, base, opened, partial)
+        base += len(block.sentence.words)
+    _check_closed(state, opened, partial)
+    starts, mentions = _mentions(state, sentences)
     by_entity: dict[str, list[Mention]] = defaultdict(list)
     for m in mentions:
         by_entity[m.entity].append(m)
-    bridges: list[Bridge] = []
-    for ante, ana, offset, line in state.bridges:
-        for eid in (ante, ana):
-            if eid not in by_entity:
-                raise AnnotationError(
-                    f"document '{doc_id}': expected bridging entity {eid} to have a mention in "
-                    f"the document, found none (Bridge={ante}<{ana})",
-                    path=path,
-                    line=line,
-                )
-        anaphors = [m for m in by_entity[ana] if m.start == offset]
-        if not anaphors:
-            raise AnnotationError(
-                f"document '{doc_id}': expected a mention of entity {ana} starting at the word "
-                f"with Bridge={ante}<{ana}, found none",
-                path=path,
-                line=line,
-            )
-        anaphor = anaphors[0]  # the longest one starting here (mentions are sorted)
-        before = [m for m in by_entity[ante] if m.start < anaphor.start]
-        if before:
-            last = max(m.start for m in before)
-            antecedent = next(m for m in before if m.start == last)
-        else:
-            antecedent = by_entity[ante][0]
-        bridges.append(Bridge(anaphor=anaphor, antecedent_entity=ante, antecedent=antecedent))
-    split_parts: dict[str, list[str]] = {}  # anaphor entity -> parts, both in file order
-    for ante, ana, line in state.split_ante:
-        for eid in (ante, ana):
-            if eid not in by_entity:
-                raise AnnotationError(
-                    f"document '{doc_id}': expected split-antecedent entity {eid} to have a "
-                    f"mention in the document, found none (SplitAnte={ante}<{ana})",
-                    path=path,
-                    line=line,
-                )
-        parts = split_parts.setdefault(ana, [])
-        if ante not in parts:
-            parts.append(ante)
+    bridges = _bridges(state, by_entity)
+    split_antecedents = _split_antecedents(state, by_entity)
     if report is not None and state.dropped:
         report.dropped["mentions of empty nodes only (no word)"] += state.dropped
     return Document(
@@ -392,7 +410,7 @@ def build_document(
         path=path,
         line=blocks[0].sentence.line,
         sentence_starts=tuple(starts),
-        split_antecedents=tuple(SplitAntecedent(ana, tuple(p)) for ana, p in split_parts.items()),
+        split_antecedents=split_antecedents,
     )
 
 

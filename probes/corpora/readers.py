@@ -6,8 +6,9 @@ from collections.abc import Iterator
 from os import PathLike
 from typing import Any
 
-from probes.corpora.formats import detect_format
+from probes.corpora.formats import TREEBANK_READERS, detect_format, treebank_reader
 from probes.corpora.readreport import ReadReport, check_on_error
+from probes.corpora.registry import is_registry_name, resolve_treebank
 from probes.corpora.types import Document, Sentence
 from probes.errors import ConfigError
 
@@ -25,7 +26,8 @@ def read_treebank(
     """Stream the dependency-annotated sentences of a treebank file.
 
     Args:
-        path: a ``.conllu``, ``.conllx``/``.conll``, ``.spacy`` or ``*_conll`` file.
+        path: a ``.conllu``, ``.conllx``/``.conll``, ``.spacy`` or ``*_conll`` file, or a
+            registry name (``sample:dev``, ``ud:en_ewt:dev``; see :mod:`probes.corpora.registry`).
         format: ``"conllu"``, ``"conllx"``, ``"spacy"`` or ``"conll2012"``; guessed
             from the file name when None.
         on_error: ``"raise"`` or ``"skip"`` (skipped sentences are warned about and
@@ -37,21 +39,12 @@ def read_treebank(
         FormatError, AnnotationError: ``path:line: ...`` for malformed input.
     """
     check_on_error(on_error)
+    path = _resolve(path)
     fmt = detect_format(path, format)
-    if fmt == "conllu":
-        from probes.corpora.conllu import read_conllu
-
-        _no_options(fmt, options)
-        return read_conllu(path, on_error=on_error, report=report)
-    if fmt == "conllx":
-        from probes.corpora.conllx import read_conllx
-
-        _no_options(fmt, options)
-        return read_conllx(path, on_error=on_error, report=report)
-    if fmt == "spacy":
-        from probes.corpora.spacy_docs import read_docbin
-
-        return read_docbin(path, on_error=on_error, report=report, **options)
+    if fmt in TREEBANK_READERS:
+        if fmt != "spacy":
+            _no_options(fmt, options)
+        return treebank_reader(fmt)(path, on_error=on_error, report=report, **options)
     from probes.corpora.conll2012 import read_conll2012
 
     return (
@@ -80,6 +73,7 @@ def read_documents(
         **options: passed to the format's reader (``pipeline=`` for conll2012).
     """
     check_on_error(on_error)
+    path = _resolve(path)
     fmt = detect_format(path, format)
     if fmt == "conllu":
         from probes.corpora.coref import read_corefud
@@ -91,6 +85,11 @@ def read_documents(
 
         return read_conll2012(path, on_error=on_error, report=report, **options)
     raise ConfigError(f"read_documents: expected a conllu or conll2012 file, found format {fmt!r}")
+
+
+def _resolve(path: str | PathLike[str]) -> str | PathLike[str]:
+    """A registry name (``sample:dev``, ``ud:en_ewt:dev``) as its local file; any other path as given."""
+    return resolve_treebank(path) if is_registry_name(path) else path
 
 
 def _no_options(fmt: str, options: dict[str, Any]) -> None:

@@ -8,6 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from probes.errors import InputError, SkippedItemWarning
+from probes.results import Result
 
 __all__ = ["ReadReport", "check_on_error"]
 
@@ -23,7 +24,7 @@ def check_on_error(on_error: str) -> None:
 
 
 @dataclass
-class ReadReport:
+class ReadReport(Result):
     """Counts of a read: pass one in, read it after the iterator is exhausted.
 
     Attributes:

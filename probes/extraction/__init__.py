@@ -3,7 +3,9 @@
 Loads a Hugging Face model with eager attention, tokenizes gold words, runs batches and pools
 token maps into word-level :class:`~probes.extraction.attention.WordAttention` (``extractor``,
 ``align``), cuts long documents into windows (``windows``), saves and reads attention stores
-(``store``). Model-family facts live in ``families``. Torch is imported on first use.
+(``store``). Model-family facts live in ``families`` (with :func:`head_sites`, the seam where head
+interventions hook), model loading in ``loading``, head gates and ablation in ``interventions``.
+Torch is imported on first use.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from probes._lazy import lazy_getattr
 from probes.extraction.attention import WordAttention
 
 __all__ = ["WordAttention", "AttentionExtractor", "ExtractionReport", "open_store", "extract_to_store",
-           "AttentionStore", "Window", "document_windows", "iter_windows"]
+           "AttentionStore", "Window", "document_windows", "iter_windows", "load_pretrained", "head_sites",
+           "head_gates"]
 
 __getattr__ = lazy_getattr(__name__, {
     "AttentionExtractor": "probes.extraction.extractor",
@@ -23,4 +26,7 @@ __getattr__ = lazy_getattr(__name__, {
     "Window": "probes.extraction.windows",
     "document_windows": "probes.extraction.windows",
     "iter_windows": "probes.extraction.windows",
+    "load_pretrained": "probes.extraction.loading",
+    "head_sites": "probes.extraction.families",
+    "head_gates": "probes.extraction.interventions",
 })

@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import torch
 
 __all__ = ["FROM_POOLS", "Alignment", "align_words", "alignment_from_word_ids", "check_tokenizer",
-           "pooling_matrices", "pool_batch"]
+           "pooling_matrices", "pool_batch", "pool_token_vectors"]
 
 #: How the rows of a word's tokens are combined into the word's row.
 FROM_POOLS: tuple[str, ...] = ("mean", "first", "max")
@@ -139,12 +139,34 @@ def align_words(
     item_id: str | None = None,
     path: str | None = None,
     line: int | None = None,
+    special_tokens: bool = True,
 ) -> Alignment:
-    """Tokenize ``words`` as pre-split words (special tokens added) and align tokens to them."""
+    """Tokenize ``words`` as pre-split words and align tokens to them.
+
+    ``special_tokens=False`` leaves out the tokenizer's special tokens (every position is a word).
+    """
     check_tokenizer(tokenizer)
-    enc = tokenizer(list(words), is_split_into_words=True, add_special_tokens=True)
+    enc = tokenizer(list(words), is_split_into_words=True, add_special_tokens=special_tokens)
     return alignment_from_word_ids(enc["input_ids"], enc.word_ids(), words, item_id=item_id, path=path,
                                    line=line)
+
+
+def pool_token_vectors(vectors: npt.ArrayLike, alignment: Alignment) -> npt.NDArray[np.float32]:
+    """Word vectors from token vectors by the module's row rule: the mean over each word's tokens.
+
+    Args:
+        vectors: ``(T, d)`` one vector per token of ``alignment`` (e.g. input embeddings).
+        alignment: the input's alignment.
+
+    Returns:
+        ``(n_words, d)`` float32; special-token positions are dropped.
+    """
+    vectors = np.asarray(vectors, dtype=np.float32)  # (T, d)
+    out = np.zeros((alignment.n_positions, vectors.shape[1]), dtype=np.float32)  # (n, d)
+    np.add.at(out, alignment.token_position, vectors)
+    counts = np.bincount(alignment.token_position, minlength=alignment.n_positions).astype(np.float32)  # (n,)
+    out = out / np.maximum(counts, 1.0)[:, None]
+    return out[~alignment.is_special]
 
 
 def pooling_matrices(

@@ -24,7 +24,9 @@ class WordAttention:
         is_special: ``(n,)`` True at special-token positions ([CLS], [SEP], BOS ...).
         layers: the 0-based model layers held, in order (axis 0 of ``weights``).
         heads: the 0-based heads held, in order (axis 1 of ``weights``).
-        meta: per-input facts (``truncated``: number of words cut, ``window``...).
+        meta: per-input facts from the extractor: ``n_tokens`` (tokens run), ``truncated``
+            (number of words cut) and, for an input run in windows, ``windows`` (the
+            ``(start, end)`` word ranges, 0-based, end exclusive).
     """
 
     weights: npt.NDArray[np.floating[Any]]

@@ -24,7 +24,6 @@ Over-long inputs are never dropped silently (``on_long``):
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -39,9 +38,11 @@ from tqdm.auto import tqdm
 
 from probes.extraction.align import FROM_POOLS, Alignment, alignment_from_word_ids, check_tokenizer, pool_batch
 from probes.extraction.attention import WordAttention
-from probes.runs.config import resolve_model
+from probes.extraction import families
+from probes.extraction.loading import load_pretrained, weights_sha256
 from probes.corpora.types import Sentence
 from probes.errors import ConfigError, ModelOutputError
+from probes.results import Result
 
 __all__ = ["AttentionExtractor", "ExtractionReport", "ON_LONG", "DTYPES"]
 
@@ -60,11 +61,10 @@ _BATCH_ELEMENTS = 2**25
 _BATCH_OVERHEAD_TOKENS = 128
 #: Look-ahead of the length sort, in batches: more sorts better but holds more results.
 _BUFFER_BATCHES = 16
-_NO_MAX = 10**8  # tokenizers report a huge model_max_length when they have none
 
 
 @dataclass
-class ExtractionReport:
+class ExtractionReport(Result):
     """What happened to the inputs of an extractor, cumulative since creation or :meth:`reset`.
 
     Attributes:
@@ -124,23 +124,6 @@ def _item_id(item: Any, index: int) -> str:
     return f"#{index}"
 
 
-def _is_byte_level(tokenizer: Any) -> bool:
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    return backend is not None and "ByteLevel" in repr(backend.pre_tokenizer)
-
-
-def _weights_sha256(folder: Path) -> str | None:
-    files = sorted(p for pat in ("*.safetensors", "*.bin", "*.pt") for p in folder.glob(pat))
-    if not files:
-        return None
-    digest = hashlib.sha256()
-    for path in files:
-        with path.open("rb") as handle:
-            for chunk in iter(lambda: handle.read(1 << 22), b""):
-                digest.update(chunk)
-    return digest.hexdigest()
-
-
 class AttentionExtractor:
     """Runs a Hugging Face model and yields word-level attention per input, in input order.
 
@@ -196,16 +179,12 @@ class AttentionExtractor:
         self._force_eager()
         model.eval()
         model.to(device=self.device, dtype=DTYPES[dtype])
-        config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
-        self.n_layers: int = int(getattr(config, "num_hidden_layers", None) or getattr(config, "n_layer"))
-        self.n_heads: int = int(getattr(config, "num_attention_heads", None) or getattr(config, "n_head"))
+        self.n_layers: int = families.n_layers(model)
+        self.n_heads: int = families.n_heads(model)
         self.layers: tuple[int, ...] = self._check_index("layers", layers, self.n_layers)
         self.heads: tuple[int, ...] = self._check_index("heads", heads, self.n_heads)
-        self._is_decoder = bool(getattr(config, "is_decoder", False)) or "CausalLM" in type(model).__name__ or \
-            getattr(config, "model_type", "") in {"gpt2", "llama", "mistral", "qwen2", "qwen3", "gemma", "gpt_neox"}
-        limits = [int(m) for m in (getattr(tokenizer, "model_max_length", None),
-                                   getattr(config, "max_position_embeddings", None),
-                                   getattr(config, "n_positions", None)) if m is not None and int(m) < _NO_MAX]
+        self._is_decoder = families.is_decoder(model)
+        limits = families.position_limits(tokenizer, model)
         self.max_tokens: int = int(max_length) if max_length is not None else (min(limits) if limits else 512)
         if max_length is not None and limits and max_length > min(limits):
             raise ConfigError(f"max_length {max_length} is over the model's maximum of {min(limits)} tokens")
@@ -222,38 +201,15 @@ class AttentionExtractor:
     @classmethod
     def from_pretrained(cls, name_or_path: str | Path, *, revision: str | None = None,
                         **options: Any) -> AttentionExtractor:
-        """Load model and tokenizer from a hub name or a local folder (offline with a folder).
+        """Load model and tokenizer from a hub name, a local folder or ``package:NAME``.
 
-        The model is loaded with ``attn_implementation="eager"``; byte-level BPE tokenizers
-        (RoBERTa, GPT-2 ...) are loaded with ``add_prefix_space=True`` so pre-split words are
-        tokenized as in running text.
+        Loading is :func:`probes.extraction.loading.load_pretrained`: eager attention, and
+        ``add_prefix_space=True`` for byte-level BPE tokenizers (RoBERTa, GPT-2 ...) so pre-split
+        words are tokenized as in running text.
         """
-        from transformers import AutoModel, AutoTokenizer
-
-        name = resolve_model(str(name_or_path))  # ``package:NAME`` -> the package's model folder
-        looks_local = Path(name).expanduser().is_absolute() or name.startswith((".", "~")) or Path(name).exists()
-        if looks_local and not (Path(name).expanduser() / "config.json").is_file():
-            raise ConfigError(f"model {name!r}: expected a model folder with a config.json, found "
-                              f"{'a folder without config.json' if Path(name).expanduser().is_dir() else 'nothing'}")
-        kwargs: dict[str, Any] = {} if revision is None else {"revision": revision}
-        dtype = options.get("dtype", "float32")
-        from transformers.utils import logging as hf_logging
-
-        quiet = not options.get("progress", True) and hf_logging.is_progress_bar_enabled()
-        if quiet:
-            hf_logging.disable_progress_bar()  # transformers' "Loading weights" bar
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(name, use_fast=True, **kwargs)
-            if _is_byte_level(tokenizer) and not getattr(tokenizer, "add_prefix_space", False):
-                tokenizer = AutoTokenizer.from_pretrained(name, use_fast=True, add_prefix_space=True, **kwargs)
-            model = AutoModel.from_pretrained(name, attn_implementation="eager",
-                                              dtype=DTYPES.get(dtype, torch.float32), **kwargs)
-        except OSError as err:  # hub name without network, missing files ...
-            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise ConfigError(f"cannot load model {name!r}: {first} (offline: pass a local model folder)") from err
-        finally:
-            if quiet:
-                hf_logging.enable_progress_bar()
+        model, tokenizer, name = load_pretrained(
+            name_or_path, revision=revision, dtype=DTYPES.get(options.get("dtype", "float32"), torch.float32),
+            progress=options.get("progress", True))
         extractor = cls(model, tokenizer, **options)
         extractor.name_or_path = name
         extractor.revision = revision or getattr(model.config, "_commit_hash", None)
@@ -291,10 +247,10 @@ class AttentionExtractor:
         """Model, revision or weights hash, tokenizer and options: what a store records."""
         import transformers
 
-        from probes import __version__
+        from probes._version import __version__
 
         if self._weights_hash is None and self.name_or_path and Path(self.name_or_path).is_dir():
-            self._weights_hash = _weights_sha256(Path(self.name_or_path))
+            self._weights_hash = weights_sha256(self.name_or_path)
         return {
             "model": self.name_or_path,
             "model_class": type(self.model).__name__,
@@ -317,7 +273,7 @@ class AttentionExtractor:
             "indexing": "layers and heads are 0-based here; outputs for people name heads 1-based (layer-head)",
             "probes_version": __version__,
             "transformers_version": transformers.__version__,
-            "torch_version": torch.__version__,
+            "torch_version": str(torch.__version__),  # a plain str (TorchVersion subclasses it)
         }
 
     def count_tokens(self, words: Sequence[str]) -> int:

@@ -63,8 +63,6 @@ def _sentence_from_json(text: str) -> Sentence:
     return Sentence(**{k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()})
 
 
-
-
 def _write_atomic(path: Path, write: Callable[[Any], None], mode: str = "w") -> None:
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open(mode, **({} if "b" in mode else {"encoding": "utf-8"})) as handle:
@@ -118,7 +116,31 @@ def extract_to_store(
         raise StoreError(f"shard_size must be >= 1, found {shard_size}")
     root = Path(path)
     root.mkdir(parents=True, exist_ok=True)
-    info = extractor.info()
+    manifest = _start_manifest(root, extractor.info(), shard_size, source)
+    show = extractor.progress if progress is None else progress
+    saved, extractor.progress = extractor.progress, False
+    try:
+        shards, data_sha256 = _extract_shards(extractor, root, sentences, shard_size, show, on_shard)
+    finally:
+        extractor.progress = saved
+    _remove_stale(root, len(shards))
+    report: dict[str, Any] = {key: [i for s in shards for i in s[key]] for key in _REPORT_KEYS}
+    manifest.update(
+        complete=True,
+        data_sha256=data_sha256,
+        n_sentences=sum(s["n_sentences"] for s in shards),
+        n_stored=sum(s["n_stored"] for s in shards),
+        shards=[{k: s[k] for k in ("name", "n_sentences", "n_stored", "npy_sha256", "data_sha256")}
+                for s in shards],
+        report={**{f"n_{k}": len(v) for k, v in report.items()}, **report},
+    )
+    _write_atomic(root / _MANIFEST, _dump_json(manifest))
+    return open_store(root)
+
+
+def _start_manifest(root: Path, info: dict[str, Any], shard_size: int,
+                    source: str | os.PathLike[str] | None) -> dict[str, Any]:
+    """Check that ``root`` holds no store of other options, then write an unfinished manifest."""
     manifest_path = root / _MANIFEST
     if manifest_path.exists():
         old = _read_manifest(root)
@@ -131,9 +153,12 @@ def extract_to_store(
                                 "complete": False, "source": None if source is None else str(source),
                                 "source_sha256": None if source is None else file_sha256(Path(source))}
     _write_atomic(manifest_path, _dump_json(manifest))
+    return manifest
 
-    show = extractor.progress if progress is None else progress
-    saved, extractor.progress = extractor.progress, False
+
+def _extract_shards(extractor: AttentionExtractor, root: Path, sentences: Iterable[Sentence], shard_size: int,
+                    show: bool, on_shard: Callable[[int], None] | None) -> tuple[list[dict[str, Any]], str]:
+    """Extract (or verify and keep) every shard in turn: the shard indexes and the data checksum."""
     bar = tqdm(unit="sent", file=sys.stderr, disable=not show, desc="store", dynamic_ncols=True)
     shards: list[dict[str, Any]] = []
     data_digest = hashlib.sha256()
@@ -155,20 +180,7 @@ def extract_to_store(
                 on_shard(number)
     finally:
         bar.close()
-        extractor.progress = saved
-    _remove_stale(root, len(shards))
-    report: dict[str, Any] = {key: [i for s in shards for i in s[key]] for key in _REPORT_KEYS}
-    manifest.update(
-        complete=True,
-        data_sha256=data_digest.hexdigest(),
-        n_sentences=sum(s["n_sentences"] for s in shards),
-        n_stored=sum(s["n_stored"] for s in shards),
-        shards=[{k: s[k] for k in ("name", "n_sentences", "n_stored", "npy_sha256", "data_sha256")}
-                for s in shards],
-        report={**{f"n_{k}": len(v) for k, v in report.items()}, **report},
-    )
-    _write_atomic(manifest_path, _dump_json(manifest))
-    return open_store(root)
+    return shards, data_digest.hexdigest()
 
 
 def _shard_name(number: int) -> str:

@@ -6,11 +6,10 @@ Code indexes layers and heads from 0; everything a person reads names a head
 
 from __future__ import annotations
 
+from probes.analysis.dependency import DIRECTIONS
+
 __all__ = ["DIRECTIONS", "head_name", "INDEXING_NOTE"]
 
-#: Clark et al.'s two modes: the dependent's row (it attends to its head), and the
-#: transpose (the head attends to its dependent).
-DIRECTIONS: tuple[str, str] = ("dep_to_head", "head_to_dep")
 
 INDEXING_NOTE = "layers and heads are numbered from 1 (layer-head), as in Clark et al. 2019"
 

@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from probes.corpora.types import Sentence
+from probes.extraction.families import embedding_parameters
 
 __all__ = ["ControlTask", "random_init_copy", "selectivity", "ROOT_BEHAVIOUR"]
 
@@ -132,17 +133,16 @@ def selectivity(
     return out
 
 
-#: Parameter names kept from the pre-trained model by :func:`random_init_copy` (suffixes).
-KEPT_EMBEDDINGS = ("word_embeddings.weight", "position_embeddings.weight")
-
-
 def random_init_copy(model: Any, *, random_state: int = 0) -> tuple[Any, list[str]]:
     """A copy of ``model`` with every weight re-initialised except word and position embeddings.
 
     Clark et al. 2019 §5.2 trained their Attn+GloVe probe on "BERT with random
     initialisation" keeping the word and position embeddings; whether they kept
     token-type embeddings and the embedding LayerNorm is not stated. Here those
-    are re-initialised (LayerNorm to its identity init ``1, 0``). Linear and
+    are re-initialised (LayerNorm to its identity init ``1, 0``). Which parameters are the
+    word and position embeddings is a model-family fact
+    (:func:`probes.extraction.families.embedding_parameters`; GPT-2: ``wte``, ``wpe``;
+    rotary models such as Llama have no position embeddings to keep). Linear and
     embedding weights are drawn from ``N(0, initializer_range)`` (BERT: 0.02; the
     config's value, 0.02 if absent), biases set to 0.
 
@@ -158,10 +158,11 @@ def random_init_copy(model: Any, *, random_state: int = 0) -> tuple[Any, list[st
     std = float(getattr(getattr(model, "config", None), "initializer_range", 0.02) or 0.02)
     fresh = copy.deepcopy(model)
     gen = torch.Generator(device="cpu").manual_seed(random_state)
+    keep = set(embedding_parameters(fresh))
     kept: list[str] = []
     with torch.no_grad():
         for name, param in fresh.named_parameters():
-            if name.endswith(KEPT_EMBEDDINGS):
+            if name in keep:
                 kept.append(name)
                 continue
             leaf = name.rsplit(".", 1)[-1]

@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from probes.errors import FormatError
+from probes.extraction.align import align_words, pool_token_vectors
 
 __all__ = ["StaticVectors", "GloveVectors", "ModelInputVectors"]
 
@@ -116,10 +117,12 @@ class GloveVectors:
 class ModelInputVectors:
     """The model's input (token) embeddings, mean-pooled over each word's subword tokens.
 
+    Words are aligned to tokens and pooled exactly as the extractor does
+    (:func:`probes.extraction.align.align_words`, :func:`~probes.extraction.align.pool_token_vectors`).
+
     Args:
         matrix: ``(vocab_size, d)`` input embedding matrix.
-        tokenizer: the model's Hugging Face tokenizer (a fast one gives ``word_ids``;
-            otherwise each word is tokenized alone).
+        tokenizer: the model's fast Hugging Face tokenizer (``word_ids()`` is needed).
         name: what the vectors come from (for run records).
     """
 
@@ -140,31 +143,14 @@ class ModelInputVectors:
         """Vector size ``d``."""
         return int(self.matrix.shape[1])
 
-    def _token_ids(self, words: Sequence[str]) -> tuple[list[int], list[int]]:
-        tok = self.tokenizer
-        if getattr(tok, "is_fast", False):
-            enc = tok(list(words), is_split_into_words=True, add_special_tokens=False)
-            word_ids = enc.word_ids()
-            pairs = [(t, w) for t, w in zip(enc["input_ids"], word_ids) if w is not None]
-            return [t for t, _ in pairs], [w for _, w in pairs]
-        ids: list[int] = []
-        owners: list[int] = []
-        for i, word in enumerate(words):
-            t = tok(word, add_special_tokens=False)["input_ids"]
-            ids.extend(t)
-            owners.extend([i] * len(t))
-        return ids, owners
-
     def __call__(self, words: Sequence[str]) -> npt.NDArray[np.float32]:
-        """``(m, d)`` mean of each word's token embeddings (zeros for a word with no token)."""
-        ids, owners = self._token_ids(words)
-        out = np.zeros((len(words), self.dim), dtype=np.float32)
-        if not ids:
-            return out
-        owner = np.asarray(owners)
-        np.add.at(out, owner, self.matrix[np.asarray(ids)])
-        counts = np.bincount(owner, minlength=len(words)).astype(np.float32)
-        return out / np.maximum(counts, 1.0)[:, None]
+        """``(m, d)`` mean of each word's token embeddings (the extractor's alignment and row pooling).
+
+        Raises:
+            AlignmentError: a word gives no token (the extractor refuses such words too).
+        """
+        alignment = align_words(self.tokenizer, words, special_tokens=False)
+        return pool_token_vectors(self.matrix[alignment.input_ids], alignment)
 
     def describe(self) -> dict[str, Any]:
         """Kind, source, size."""

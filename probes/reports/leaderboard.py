@@ -1,0 +1,181 @@
+"""The head leaderboard for people: terminal and Markdown tables, CSV/JSON files, heatmaps, run record.
+
+Everything here is made from rows (:class:`~probes.heads.selection.LeaderboardRow`) and
+head scores; nothing runs a model, so a saved leaderboard can be written again.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from probes.analysis.dependency import HeadScores
+from probes.errors import ConfigError
+from probes.heads.naming import INDEXING_NOTE, head_name
+from probes.heads.selection import LEADERBOARD_COLUMNS, LeaderboardRow
+from probes.reports.record import write_record
+from probes.reports.tables import markdown_table, text_table, write_csv, write_json
+
+__all__ = ["format_leaderboard", "score_rows", "write_leaderboard", "TIMINGS_NOTE"]
+
+#: What the timings of a leaderboard's ``run.json`` mean.
+TIMINGS_NOTE = ("extraction_s: wall time until the last attention arrived (model or store); scoring runs "
+                "concurrently with extraction, so scoring_s is the wall time it added after that (the tail, "
+                "compute, selection and intervals) and scoring_busy_s the time spent in the accumulators, "
+                "mostly overlapped; writing_s: tables, run record and figures; "
+                "overhead_fraction = (scoring_s + writing_s) / extraction_s")
+
+_DISPLAY = ("relation", "count", "head_name", "direction", "accuracy", "ci", "baseline", "margin", "beats")
+_HEADERS = ("relation", "count", "head", "direction", "acc %", "95% CI", "best baseline %", "margin", "sig.")
+
+
+def score_rows(report: HeadScores, select: HeadScores | None = None) -> list[dict[str, Any]]:
+    """The full table: every relation x direction x layer x head, 1-based, for ``scores.csv``."""
+    acc = report.accuracy()  # (D, L, H, R)
+    sel_acc = select.accuracy() if select is not None else None
+    rows = []
+    for r, rel in enumerate(report.relations):
+        s = select.relations.index(rel) if select is not None and rel in select.relations else None
+        for d, direction in enumerate(report.directions):
+            for li, layer in enumerate(report.layers):
+                for hi, head in enumerate(report.heads):
+                    row = {"relation": rel, "count": int(report.total[r]), "layer": layer + 1, "head": head + 1,
+                           "head_name": head_name(layer, head), "direction": direction,
+                           "correct": int(report.correct[d, li, hi, r]), "accuracy": float(acc[d, li, hi, r])}
+                    if sel_acc is not None:
+                        row["selection_accuracy"] = float(sel_acc[d, li, hi, s]) if s is not None else math.nan
+                    rows.append(row)
+    return rows
+
+
+def _signed(k: int) -> str:
+    return "ROOT" if k == 0 else f"{k:+d}"
+
+
+def _display_rows(rows: Sequence[LeaderboardRow]) -> list[dict[str, Any]]:
+    """Rows with the shown cells: interval, best baseline with its offset/position, margin, sig."""
+    out = []
+    for row in rows:
+        d = row.as_dict()
+        base = (f"{100 * row.position_accuracy:.1f} (pos {_signed(row.position_baseline)})"
+                if row.best_baseline == "position" else
+                f"{100 * row.baseline_accuracy:.1f} (offset {_signed(row.baseline_offset)})")
+        d.update(ci=f"{100 * row.ci_low:.1f}-{100 * row.ci_high:.1f}", baseline=base,
+                 margin=f"{100 * row.margin:+.1f}", beats="yes" if row.beats_baseline else "no",
+                 direction=row.direction)
+        out.append(d)
+    return out
+
+
+def format_leaderboard(rows: Sequence[LeaderboardRow], fmt: str = "text") -> str:
+    """Rows as a terminal table (``text``) or GitHub Markdown (``markdown``); accuracies in percent."""
+    if fmt not in ("text", "markdown"):
+        raise ConfigError(f"format must be 'text' or 'markdown', found {fmt!r}")
+    table = text_table if fmt == "text" else markdown_table
+    return table(_display_rows(rows), _DISPLAY, headers=_HEADERS, percent=("accuracy",))
+
+
+def _selection_sentence(record: Mapping[str, Any]) -> str:
+    sel, rep = record.get("selected_on"), record.get("reported_on")
+    if sel and sel != rep:
+        return f"Heads and baseline offsets were selected on {sel} and are reported on {rep}."
+    return (f"Heads and baseline offsets were selected and reported on the same data ({rep}), "
+            "as in Clark et al. (2019); accuracies are therefore optimistic. Use --select-on for held-out selection.")
+
+
+def _markdown(rows: Sequence[LeaderboardRow], record: Mapping[str, Any], overview: bool) -> str:
+    """``leaderboard.md``: title, how heads were selected, what the numbers mean, the table."""
+    md = [f"# Head leaderboard: {record.get('model', 'model')} on {record.get('reported_on', 'data')}", "",
+          _selection_sentence(record), "",
+          f"Accuracy: how often the head's most-attended other word is the gold head (Clark et al. 2019 §4.2); "
+          f"{INDEXING_NOTE}. 95% intervals: bootstrap over sentences. \"sig.\" = the paired interval of the "
+          "margin over the best baseline lies above 0. Baselines: fixed offset (Clark) or most frequent "
+          "relative position (Voita), learned on the selection data.", "",
+          format_leaderboard(rows, "markdown")]
+    if overview:
+        md += ["", "![overview](figures/overview.png)"]
+    return "\n".join(md) + "\n"
+
+
+def write_leaderboard(
+    rows: Sequence[LeaderboardRow],
+    report: HeadScores,
+    out_dir: str | Path,
+    *,
+    select: HeadScores | None = None,
+    record: Mapping[str, Any] | None = None,
+    figures: bool = True,
+) -> tuple[dict[str, Path], dict[str, Any]]:
+    """Write ``leaderboard.{md,csv,json}``, ``scores.csv``, figures and, last, ``run.json`` into ``out_dir``.
+
+    ``record`` (model, data, options, timings ...) goes into ``run.json`` with the time spent
+    here (``timings.writing_s``) and the overhead over extraction. Returns the paths written,
+    by name, and the record as written.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    record = dict(record or {})
+    dict_rows = [r.as_dict() for r in rows]
+    paths: dict[str, Path] = {}
+    paths["leaderboard.csv"] = write_csv(dict_rows, out / "leaderboard.csv", LEADERBOARD_COLUMNS)
+    paths["leaderboard.json"] = write_json({"indexing": INDEXING_NOTE, "rows": dict_rows}, out / "leaderboard.json")
+    score_table = score_rows(report, select)
+    columns = list(score_table[0]) if score_table else ["relation"]
+    paths["scores.csv"] = write_csv(score_table, out / "scores.csv", columns)
+    if figures and rows:
+        paths.update(_write_figures(rows, report, out, record))
+    paths["leaderboard.md"] = out / "leaderboard.md"
+    paths["leaderboard.md"].write_text(_markdown(rows, record, "overview.png" in paths), encoding="utf-8")
+    timings = dict(record.get("timings", {}))
+    timings["writing_s"] = time.perf_counter() - t0
+    if "extraction_s" in timings and "scoring_s" in timings:
+        timings["overhead_fraction"] = ((timings["scoring_s"] + timings["writing_s"])
+                                        / max(timings["extraction_s"], 1e-9))
+        timings["note"] = TIMINGS_NOTE
+    record["timings"] = timings
+    record["indexing"] = INDEXING_NOTE
+    paths["run.json"] = write_record(record, out, paths.values())
+    record["files"] = sorted(str(p.relative_to(out)) for p in paths.values() if p.name != "run.json") + ["run.json"]
+    return paths, record
+
+
+def _write_figures(rows: Sequence[LeaderboardRow], report: HeadScores, out: Path,
+                   record: Mapping[str, Any]) -> dict[str, Path]:
+    """One heatmap per listed relation (its selected direction) and one overview figure."""
+    from probes.reports.figures import HeatmapWriter, overview_figure
+
+    acc = report.accuracy()  # (D, L, H, R)
+    data = record.get("reported_on", "")
+    selected = record.get("selected_on", data)
+    panels: dict[str, npt.NDArray[np.float64]] = {}
+    subtitles = []
+    paths: dict[str, Path] = {}
+    note = f"accuracy on {data}; red box: head selected on {selected}"
+    for row in rows:
+        d = report.directions.index(row.direction)
+        panels[row.relation] = acc[d, :, :, report.index(row.relation)]  # (L, H)
+        subtitles.append(f"{row.relation} ({row.direction})")
+    # The overview (matplotlib) is drawn in a second thread while this one paints the per-relation
+    # heatmaps (numpy + Pillow, which release the GIL while they encode).
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="probes-overview") as pool:
+        overview = pool.submit(overview_figure, panels, out / "figures" / "overview.png",
+                               suptitle=f"Head accuracy per relation ({data})", ncols=6, subtitles=subtitles)
+        with HeatmapWriter(acc.shape[1], acc.shape[2], note=note) as writer:
+            for row in rows:
+                safe = row.relation.replace(":", "_").replace("*", "all")
+                best_base = row.position_accuracy if row.best_baseline == "position" else row.baseline_accuracy
+                paths[f"figures/{safe}.png"] = writer.write(
+                    panels[row.relation], out / "figures" / f"{safe}.png",
+                    mark=(report.layers.index(row.layer), report.heads.index(row.head)),
+                    title=f"{row.relation} ({row.direction}), n={row.count}: head {head_name(row.layer, row.head)} "
+                          f"{100 * row.accuracy:.1f}%, best baseline {100 * best_base:.1f}%")
+        paths["overview.png"] = overview.result()
+    return paths

@@ -1,0 +1,429 @@
+"""Results are data: every result type saves to an open folder and loads back exactly.
+
+A saved result is a folder holding two files:
+
+- ``result.json``: ``{"type": "module:Class", "format": 1, "fields": {...}}`` with every
+  field that is not a numpy array, in plain JSON where JSON is exact (str, int, finite
+  float, bool, None, lists, str-keyed dicts) and small tagged objects where it is not
+  (``{"__tuple__": [...]}``, ``{"__dict__": [[key, value], ...]}`` for non-str keys,
+  ``{"__float__": "nan"}``, ``{"__dataclass__": "module:Class", "fields": {...}}`` for
+  nested dataclasses, ``{"__array__": "name"}`` for an array kept in ``arrays.npz`` ...).
+- ``arrays.npz``: every numpy array (and numpy scalar), named by its dotted field path
+  (``correct``, ``units.indptr``), in :func:`numpy.savez`'s format, never pickled.
+
+So tuples stay tuples, ints stay ints, NaN stays NaN, dict keys keep their type, and
+arrays keep dtype, shape and every bit. Any reader of JSON and ``.npy`` can open it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import importlib
+import json
+import os
+import re
+import zipfile
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from pathlib import Path, PurePath
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
+
+from probes.errors import InputError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+__all__ = ["Result", "load", "equal", "long_table", "head_names", "require_pandas", "FORMAT", "RESULT_FILE",
+           "ARRAYS_FILE"]
+
+#: Version of the folder format written by :meth:`Result.save`.
+FORMAT = 1
+#: Name of the JSON file of a saved result.
+RESULT_FILE = "result.json"
+#: Name of the array file of a saved result.
+ARRAYS_FILE = "arrays.npz"
+
+R = TypeVar("R", bound="Result")
+_TAGS = ("__tuple__", "__dict__", "__counter__", "__set__", "__frozenset__", "__float__",
+         "__array__", "__dataclass__", "__error__", "__path__")
+_KEY_CHARS = re.compile(r"[^A-Za-z0-9_.\-]")
+
+
+def require_pandas() -> Any:
+    """Import pandas, or raise an ImportError saying how to get it."""
+    try:
+        import pandas
+    except ImportError as exc:  # pragma: no cover - pandas is a core dependency in practice
+        raise ImportError("tables of results need pandas: pip install pandas") from exc
+    return pandas
+
+
+def long_table(axes: Mapping[str, Any], values: Mapping[str, Any]) -> pd.DataFrame:
+    """Tidy table with one row per cell of a grid: a column per axis, then a column per value.
+
+    Args:
+        axes: ``{column: labels}`` in axis order; the grid has shape ``(len(labels), ...)``.
+        values: ``{column: array}``, each broadcastable to the grid's shape.
+    """
+    pandas = require_pandas()
+    labels = [np.asarray(v) for v in axes.values()]
+    shape = tuple(len(v) for v in labels)
+    grid = np.meshgrid(*labels, indexing="ij") if labels else []
+    table: dict[str, Any] = {name: g.reshape(-1) for name, g in zip(axes, grid)}
+    for name, value in values.items():
+        table[name] = np.broadcast_to(np.asarray(value), shape).reshape(-1)
+    return pandas.DataFrame(table)
+
+
+def head_names(table: pd.DataFrame) -> Any:
+    """``layer-head`` names (``8-11``) from a table's 1-based ``layer`` and ``head`` columns."""
+    return table["layer"].astype(str) + "-" + table["head"].astype(str)
+
+
+class Result:
+    """Mixin for (frozen) dataclasses holding the outcome of an analysis or a run.
+
+    Gives ``save(path)`` / ``load(path)`` (exact round trip, see the module docstring),
+    ``to_pandas()`` (a tidy long table; subclasses override it with named columns) and
+    a notebook view. Equality stays the dataclass's; use :func:`equal` to compare results
+    holding arrays.
+    """
+
+    __slots__ = ()
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write this result to the folder ``path`` (created if needed) and return it."""
+        if not dataclasses.is_dataclass(self):
+            raise TypeError(f"{type(self).__name__} subclasses Result but is not a dataclass")
+        folder = Path(path)
+        folder.mkdir(parents=True, exist_ok=True)
+        arrays: dict[str, np.ndarray] = {}
+        text = _dumps(type(self), _encode_fields(self, "", arrays))
+        _replace(folder / RESULT_FILE, lambda p: p.write_text(text + "\n", encoding="utf-8"))
+        _replace(folder / ARRAYS_FILE, lambda p: _savez(p, arrays))
+        return folder
+
+    @classmethod
+    def load(cls: type[R], path: str | os.PathLike[str]) -> R:
+        """Read a result saved by :meth:`save`; InputError if it is not one of ``cls``."""
+        result = load(path)
+        if not isinstance(result, cls):
+            raise InputError(
+                f"expected a saved {cls.__name__}, found a saved {type(result).__name__}", path=Path(path)
+            )
+        return result
+
+    def to_pandas(self) -> pd.DataFrame:
+        """A tidy long table of the array fields, one row per cell (subclasses give named columns).
+
+        Columns: ``array`` (field name), ``i0, i1, ...`` (0-based positions on each axis;
+        when the result has ``layers`` and ``heads`` and an array's last two axes match
+        them, those axes are ``layer`` and ``head``, 1-based model numbers), ``value``.
+        A result without arrays gives one row of its scalar fields.
+        """
+        pandas = require_pandas()
+        frames = [_array_frame(self, f.name, value) for f, value in _field_values(self)
+                  if isinstance(value, np.ndarray) and value.dtype.kind in "biuf"]
+        if frames:
+            return pandas.concat(frames, ignore_index=True)
+        row = {f.name: value for f, value in _field_values(self) if _is_scalar(value)}
+        return pandas.DataFrame([row])
+
+    def _repr_html_(self) -> str:
+        """Notebook view: the :meth:`to_pandas` table (a short text without pandas)."""
+        title = f"<p><b>{html.escape(type(self).__name__)}</b></p>"
+        try:
+            require_pandas()
+        except ImportError:
+            return title + f"<pre>{html.escape(self._summary())}</pre>"
+        return title + self.to_pandas()._repr_html_()
+
+    def _summary(self) -> str:
+        """One line per field: arrays by dtype and shape, other values by a short repr."""
+        lines = []
+        for f, value in _field_values(self):
+            if isinstance(value, np.ndarray):
+                lines.append(f"{f.name}: {value.dtype} array of shape {value.shape}")
+            else:
+                text = repr(value)
+                lines.append(f"{f.name}: {text if len(text) <= 80 else text[:77] + '...'}")
+        return "\n".join(lines)
+
+
+def load(path: str | os.PathLike[str]) -> Result:
+    """Read any saved result, rebuilding the type recorded in its ``result.json``."""
+    folder = Path(path)
+    doc = _read_json(folder)
+    cls = _import_type(doc["type"], folder)
+    if not (isinstance(cls, type) and issubclass(cls, Result) and dataclasses.is_dataclass(cls)):
+        raise InputError(f"expected a Result type in {RESULT_FILE}, found {doc['type']!r}", path=folder)
+    arrays_path = folder / ARRAYS_FILE
+    if not arrays_path.is_file():
+        raise InputError(f"not a saved result: {ARRAYS_FILE} is missing", path=folder)
+    try:
+        with np.load(arrays_path, allow_pickle=False) as npz:
+            return _build(cls, doc["fields"], _Decoder(npz, folder))  # type: ignore[return-value]
+    except (OSError, ValueError) as exc:
+        if isinstance(exc, InputError):
+            raise
+        raise InputError(f"cannot read {ARRAYS_FILE}: {exc}", path=folder) from exc
+
+
+def equal(a: Any, b: Any) -> bool:
+    """Exact, array-aware equality: same types, bit-identical arrays, NaN equal to NaN.
+
+    Dataclasses are compared field by field, mappings by keys (of the same type) and
+    values, exceptions by type, ``args`` and attributes.
+    """
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, np.ndarray):
+        return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+    if isinstance(a, np.generic):
+        return a.dtype == b.dtype and a.tobytes() == b.tobytes()
+    if dataclasses.is_dataclass(a) and not isinstance(a, type):
+        return all(equal(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
+    if isinstance(a, float):
+        return a == b or (a != a and b != b)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, Mapping):
+        keys_b = {(type(k), k): k for k in b}
+        return len(a) == len(b) and all((type(k), k) in keys_b and equal(a[k], b[keys_b[type(k), k]]) for k in a)
+    if isinstance(a, BaseException):
+        return equal(a.args, b.args) and equal(vars(a), vars(b))
+    return bool(a == b)
+
+
+# --- writing -------------------------------------------------------------------------------
+
+
+def _type_name(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _field_values(obj: Any) -> Iterator[tuple[dataclasses.Field[Any], Any]]:
+    for f in dataclasses.fields(obj):
+        yield f, getattr(obj, f.name)
+
+
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, (str, int, float, bool, np.generic))
+
+
+def _array_frame(result: Any, name: str, array: np.ndarray) -> pd.DataFrame:
+    """Long table of one array field: one row per cell, axis positions as columns."""
+    axes: dict[str, Any] = {f"i{k}": np.arange(n) for k, n in enumerate(array.shape)}
+    layers, heads = getattr(result, "layers", None), getattr(result, "heads", None)
+    if (array.ndim >= 2 and isinstance(layers, tuple) and isinstance(heads, tuple)
+            and array.shape[-2:] == (len(layers), len(heads))):
+        axes.pop(f"i{array.ndim - 1}"), axes.pop(f"i{array.ndim - 2}")
+        axes.update(layer=np.asarray(layers, dtype=np.int64) + 1, head=np.asarray(heads, dtype=np.int64) + 1)
+    table = long_table(axes, {"value": array})
+    table.insert(0, "array", name)
+    return table
+
+
+def _encode_fields(obj: Any, prefix: str, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
+    return {f.name: _encode(value, f"{prefix}{f.name}", arrays) for f, value in _field_values(obj)}
+
+
+def _encode(value: Any, where: str, arrays: dict[str, np.ndarray]) -> Any:
+    """JSON-able form of ``value``; arrays go to ``arrays`` under a name derived from ``where``."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if type(value) is int:
+        return value
+    if type(value) is float:
+        return value if np.isfinite(value) else {"__float__": repr(value)}
+    if isinstance(value, (np.ndarray, np.generic)):
+        return _encode_array(value, where, arrays)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {"__dataclass__": _type_name(type(value)), "fields": _encode_fields(value, f"{where}.", arrays)}
+    if isinstance(value, (tuple, list)) and type(value) in (tuple, list):
+        items = [_encode(v, f"{where}.{i}", arrays) for i, v in enumerate(value)]
+        return {"__tuple__": items} if isinstance(value, tuple) else items
+    if isinstance(value, (set, frozenset)):
+        tag = "__frozenset__" if isinstance(value, frozenset) else "__set__"
+        return {tag: [_encode(v, f"{where}.{i}", arrays) for i, v in enumerate(sorted(value, key=repr))]}
+    if isinstance(value, Mapping):
+        return _encode_mapping(value, where, arrays)
+    if isinstance(value, PurePath):
+        return {"__path__": str(value)}
+    if isinstance(value, BaseException):
+        return {"__error__": _type_name(type(value)), "args": _encode(tuple(value.args), f"{where}.args", arrays),
+                "attributes": _encode(dict(vars(value)), f"{where}.attributes", arrays)}
+    raise TypeError(f"cannot save {where}: values of type {type(value).__name__} are not supported")
+
+
+def _encode_array(value: np.ndarray | np.generic, where: str, arrays: dict[str, np.ndarray]) -> Any:
+    array = np.asarray(value)
+    if array.dtype.hasobject:
+        raise TypeError(f"cannot save {where}: arrays of Python objects need pickle, which results never use")
+    key = base = _KEY_CHARS.sub("_", where) or "array"
+    n = 1
+    while key in arrays:
+        key, n = f"{base}~{n}", n + 1
+    arrays[key] = array
+    return {"__array__": key, "scalar": True} if isinstance(value, np.generic) else {"__array__": key}
+
+
+def _encode_mapping(value: Mapping[Any, Any], where: str, arrays: dict[str, np.ndarray]) -> Any:
+    plain = all(type(k) is str and k not in _TAGS for k in value)
+    if isinstance(value, Counter):
+        pairs = [[_encode(k, f"{where}.key", arrays), _encode(v, f"{where}.{k}", arrays)] for k, v in value.items()]
+        return {"__counter__": pairs}
+    if plain:
+        return {k: _encode(v, f"{where}.{k}", arrays) for k, v in value.items()}
+    return {"__dict__": [[_encode(k, f"{where}.key", arrays), _encode(v, f"{where}.{k}", arrays)]
+                         for k, v in value.items()]}
+
+
+def _dumps(cls: type, fields: dict[str, Any]) -> str:
+    """The ``result.json`` text: one line per field, each field compact (valid, diff-friendly JSON)."""
+    def dump(value: Any) -> str:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False)
+
+    body = ",\n".join(f"  {dump(name)}: {dump(value)}" for name, value in fields.items())
+    return (f'{{"type": {dump(_type_name(cls))}, "format": {FORMAT}, "fields": {{\n'
+            + body + ("\n" if body else "") + "}}")
+
+
+def _savez(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """What :func:`numpy.savez` writes (a zip of ``name.npy``), pickle refused, any array name allowed."""
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for name, array in arrays.items():
+            with archive.open(f"{name}.npy", "w", force_zip64=True) as handle:
+                np.lib.format.write_array(handle, array, allow_pickle=False)
+
+
+def _replace(target: Path, write: Any) -> None:
+    """Write through a temporary file, then rename: a crash never leaves half a file."""
+    tmp = target.with_name(target.name + ".tmp")
+    write(tmp)
+    os.replace(tmp, target)
+
+
+# --- reading -------------------------------------------------------------------------------
+
+
+def _read_json(folder: Path) -> dict[str, Any]:
+    """The checked ``result.json`` of ``folder``; InputError saying what is wrong."""
+    if not folder.exists():
+        raise InputError("no such folder: expected a result folder written by Result.save", path=folder)
+    if not folder.is_dir():
+        raise InputError(f"expected a result folder (with {RESULT_FILE} and {ARRAYS_FILE}), found a file",
+                         path=folder)
+    file = folder / RESULT_FILE
+    if not file.is_file():
+        found = ", ".join(sorted(p.name for p in folder.iterdir())[:5]) or "an empty folder"
+        raise InputError(f"not a saved result: expected {RESULT_FILE}, found {found}", path=folder)
+    try:
+        doc = json.loads(file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{RESULT_FILE} is not valid JSON: {exc}", path=folder) from exc
+    if not (isinstance(doc, dict) and isinstance(doc.get("type"), str) and isinstance(doc.get("fields"), dict)):
+        raise InputError(f"{RESULT_FILE}: expected an object with 'type' and 'fields'", path=folder)
+    fmt = doc.get("format")
+    if not isinstance(fmt, int) or fmt > FORMAT:
+        raise InputError(f"{RESULT_FILE}: expected format {FORMAT} or older, found {fmt!r} "
+                         "(written by a newer probes?)", path=folder)
+    return doc
+
+
+def _import_type(name: str, folder: Path) -> type:
+    """The class named ``module:Qualname``; falls back to a loaded Result subclass of that name."""
+    module_name, _, qualname = name.partition(":")
+    obj: Any = None
+    try:
+        obj = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError, ValueError):
+        moved = [c for c in _subclasses(Result) if c.__qualname__ == qualname]
+        if len(moved) != 1:
+            raise InputError(f"{RESULT_FILE}: cannot find the type {name!r} it was saved from", path=folder) from None
+        obj = moved[0]
+    if not isinstance(obj, type):
+        raise InputError(f"{RESULT_FILE}: {name!r} is not a type", path=folder)
+    return obj
+
+
+def _subclasses(cls: type) -> list[type]:
+    out = []
+    for sub in cls.__subclasses__():
+        out.append(sub)
+        out.extend(_subclasses(sub))
+    return out
+
+
+class _Decoder:
+    """Rebuilds values encoded by :func:`_encode`, reading arrays from an open npz."""
+
+    def __init__(self, npz: Any, folder: Path) -> None:
+        self.npz = npz
+        self.folder = folder
+
+    def fail(self, message: str) -> InputError:
+        return InputError(message, path=self.folder)
+
+    def __call__(self, value: Any) -> Any:
+        if isinstance(value, list):
+            return [self(v) for v in value]
+        if not isinstance(value, dict):
+            return value
+        tag = next((k for k in value if k in _TAGS), None)
+        if tag is None:
+            return {k: self(v) for k, v in value.items()}
+        body = value[tag]
+        if tag == "__array__":
+            if body not in self.npz.files:
+                raise self.fail(f"{ARRAYS_FILE} lacks the array {body!r} named in {RESULT_FILE}")
+            array = self.npz[body]
+            return array[()] if value.get("scalar") else array
+        if tag == "__float__":
+            return float(body)
+        if tag == "__path__":
+            return Path(body)
+        if tag == "__dataclass__":
+            cls = _import_type(body, self.folder)
+            if not dataclasses.is_dataclass(cls):
+                raise self.fail(f"{RESULT_FILE}: {body!r} is not a dataclass")
+            return _build(cls, value["fields"], self)
+        if tag == "__error__":
+            return self.error(body, value)
+        items = [self(v) for v in body]
+        if tag in ("__dict__", "__counter__"):
+            pairs = dict(items)
+            return Counter(pairs) if tag == "__counter__" else pairs
+        return {"__tuple__": tuple, "__set__": set, "__frozenset__": frozenset}[tag](items)
+
+    def error(self, name: str, value: dict[str, Any]) -> BaseException:
+        cls = _import_type(name, self.folder)
+        if not issubclass(cls, BaseException):
+            raise self.fail(f"{RESULT_FILE}: {name!r} is not an exception type")
+        exc = cls.__new__(cls)
+        exc.args = self(value["args"])
+        vars(exc).update(self(value["attributes"]))
+        return exc
+
+
+def _build(cls: type, encoded: dict[str, Any], decode: _Decoder) -> Any:
+    """An instance of dataclass ``cls`` from its encoded fields (InputError if they do not match)."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(encoded) - set(fields))
+    if unknown:
+        raise decode.fail(f"{RESULT_FILE}: {cls.__name__} has no field(s) {', '.join(unknown)}")
+    values = {name: decode(v) for name, v in encoded.items()}
+    init = {k: v for k, v in values.items() if fields[k].init}
+    try:
+        obj = cls(**init)
+    except TypeError as exc:
+        raise decode.fail(f"{RESULT_FILE}: cannot rebuild {cls.__name__}: {exc}") from exc
+    for name, v in values.items():
+        if not fields[name].init:
+            object.__setattr__(obj, name, v)
+    return obj

