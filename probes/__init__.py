@@ -38,12 +38,12 @@ _LAZY = {
     "coreference": "probes.runs.coreference",
     "bridging": "probes.runs.coreference",
     "probe": "probes.runs.probing",
-    "run_demo": "probes.runs.demo",
+    "demo": "probes.runs.demo",
     # results
     "Leaderboard": "probes.runs.leaderboard",
-    "HeadScores": "probes.analysis.dependency",
-    "CorefResult": "probes.analysis.coreference",
-    "BridgingResult": "probes.analysis.bridging",
+    "CoreferenceRun": "probes.runs.coreference",
+    "BridgingRun": "probes.runs.coreference",
+    "ProbeRun": "probes.runs.probing",
     "load": "probes.results",
 }
 

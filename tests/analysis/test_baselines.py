@@ -11,7 +11,7 @@ import pytest
 from probes.analysis.baselines import OffsetBaseline, offset_baseline
 from probes.corpora.types import Sentence
 
-RESEARCH = Path(__file__).resolve().parents[2] / "shared" / "research"
+RESEARCH = Path(__file__).resolve().parents[3] / "shared" / "research"
 
 
 def _published(split: str) -> dict[str, tuple[int, int, float]]:

@@ -29,7 +29,7 @@ from probes.errors import (
     SkippedItemWarning,
 )
 
-CORPORA = Path(__file__).resolve().parent / "fixtures" / "corpora"
+CORPORA = Path(__file__).resolve().parents[1] / "fixtures" / "corpora"
 BAD = CORPORA / "malformed"
 
 

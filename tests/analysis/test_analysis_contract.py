@@ -32,7 +32,7 @@ from probes.results import equal, load
 from probes.runs.probing import ParserScorer
 
 SAMPLE = Path(probes.corpora.__file__).resolve().parent / "sample" / "sample-dev.conllu"
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 COREF_FILES = (FIXTURES / "coref" / "tiny_gum.conllu", FIXTURES / "coref" / "split_antecedents.conllu",
                FIXTURES / "corpora" / "coref.conllu")
 

@@ -11,7 +11,7 @@ from probes.corpora.coref import parse_entity_chunks, tree_head
 from probes.corpora.types import SplitAntecedent
 from probes.errors import AnnotationError
 
-CORPORA = Path(__file__).resolve().parent / "fixtures" / "corpora"
+CORPORA = Path(__file__).resolve().parents[1] / "fixtures" / "corpora"
 
 
 @pytest.fixture(scope="module")

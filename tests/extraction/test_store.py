@@ -19,7 +19,7 @@ from probes.extraction.extractor import AttentionExtractor
 from probes.extraction.store import extract_to_store, open_store
 from tests.tiny_models import build
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 WORDS = "the quick brown fox jumps over the lazy dog and a cat sat on the mat".split()
 
 
@@ -97,7 +97,7 @@ import sys
 sys.path.insert(0, {repo!r})
 from probes.extraction.extractor import AttentionExtractor
 from probes.extraction.store import extract_to_store
-from tests.test_store import corpus
+from tests.extraction.test_store import corpus
 ex = AttentionExtractor.from_pretrained({model!r}, batch_size=4, progress=False)
 extract_to_store(ex, corpus(160), {out!r}, shard_size=4)
 """

@@ -20,7 +20,7 @@ from probes.corpora import (  # noqa: E402
 )
 from probes.errors import AnnotationError, ConfigError, FormatError  # noqa: E402
 
-CORPORA = Path(__file__).resolve().parent / "fixtures" / "corpora"
+CORPORA = Path(__file__).resolve().parents[1] / "fixtures" / "corpora"
 
 
 def _doc() -> Doc:

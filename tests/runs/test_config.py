@@ -11,7 +11,7 @@ from probes.cli import main
 from probes.runs.config import load_config, resolve_model
 from probes.errors import ConfigError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "probes" / "corpora" / "sample"
 
 

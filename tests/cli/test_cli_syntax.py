@@ -11,7 +11,7 @@ import pytest
 
 from probes.cli import main
 
-SAMPLE = Path(__file__).resolve().parents[1] / "probes" / "corpora" / "sample"
+SAMPLE = Path(__file__).resolve().parents[2] / "probes" / "corpora" / "sample"
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ import pytest
 from probes.corpora import ReadReport, read_documents, read_treebank, write_conllu
 from probes.errors import FormatError, ProbesError, SkippedItemWarning
 
-LANGUAGES = Path(__file__).resolve().parent / "fixtures" / "corpora" / "languages"
+LANGUAGES = Path(__file__).resolve().parents[1] / "fixtures" / "corpora" / "languages"
 
 Row = tuple[str, "str | None", tuple[str, ...], tuple[int, ...], tuple[str, ...]]
 

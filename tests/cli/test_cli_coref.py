@@ -107,7 +107,7 @@ def test_bridging_end_to_end(tiny: Path, minilm_path: Path, tmp_path: Path,
 def test_corpus_without_annotation_fails_before_the_model_loads(
     command: str, what: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    plain = Path(__file__).parent / "fixtures" / "corpora" / "mwt_empty.conllu"  # a treebank, no coreference
+    plain = Path(__file__).resolve().parents[1] / "fixtures" / "corpora" / "mwt_empty.conllu"  # a treebank, no coreference
     # "--model unused" would fail to load: the annotation check must come first.
     assert main([command, "--model", "unused", "--corpus", str(plain)]) == 1
     err = capsys.readouterr().err.strip()

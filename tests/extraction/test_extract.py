@@ -12,7 +12,7 @@ import torch
 from probes.corpora.types import Sentence
 from probes.errors import ConfigError, ModelOutputError
 from probes.extraction.extractor import AttentionExtractor
-from tests.test_align import reference_pool
+from tests.extraction.test_align import reference_pool
 from tests.tiny_models import BUILDERS, build
 
 SENTENCES = [
