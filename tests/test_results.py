@@ -113,7 +113,8 @@ def per_head_scores():
 def parser_row():
     from probes.probing.parsers import RightBranching
     from probes.probing.synthetic import planted_pairs
-    from probes.runs.probing import ParserRow, ParserScorer
+    from probes.probing.parser_scores import ParserScorer
+    from probes.runs.probing import ParserRow
 
     pairs = list(planted_pairs(10, random_state=2))
     scores = feed(ParserScorer(RightBranching().fit(pairs)), pairs)

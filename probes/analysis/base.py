@@ -27,7 +27,6 @@ the options and combines every state by its rule. Nothing else is hand-written.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
@@ -37,7 +36,7 @@ import numpy.typing as npt
 from probes.errors import ConfigError
 from probes.extraction.attention import WordAttention
 
-__all__ = ["Accumulator", "Analysis", "MERGE_RULES", "accumulate", "partial_reason", "item_id"]
+__all__ = ["Accumulator", "Analysis", "MERGE_RULES", "partial_reason", "item_id"]
 
 R = TypeVar("R")
 R_co = TypeVar("R_co", covariant=True)
@@ -265,24 +264,3 @@ def partial_reason(word_attention: WordAttention) -> str | None:
     if word_attention.meta.get("truncated"):
         return "truncated"
     return None
-
-
-def accumulate(pairs: Iterable[tuple[Any, WordAttention]], *accumulators: Accumulator[Any]
-               ) -> tuple[tuple[str, str], ...]:
-    """Feed every whole ``(item, word_attention)`` pair to every accumulator, in one pass, in this thread.
-
-    Partial inputs (:func:`partial_reason`) go to none of them, so all see the same items.
-    :func:`probes.analysis.driver.stream` does the same, overlapped with the producer.
-
-    Returns:
-        ``(item_id, reason)`` of each item left out.
-    """
-    skipped: list[tuple[str, str]] = []
-    for index, (item, attention) in enumerate(pairs):
-        reason = partial_reason(attention)
-        if reason is not None:
-            skipped.append((item_id(item, index), reason))
-            continue
-        for acc in accumulators:
-            acc.update(item, attention)
-    return tuple(skipped)

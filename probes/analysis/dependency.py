@@ -35,6 +35,7 @@ import numpy.typing as npt
 from probes.extraction.attention import WordAttention
 from probes.corpora.types import Sentence
 from probes.analysis.base import Analysis, partial_reason
+from probes.analysis.driver import stream
 from probes.errors import AlignmentError, InputError
 from probes.analysis.relations import RelationColumns, merge_relations, redundant_pools, widen
 from probes.analysis.unit_counts import UnitCounts
@@ -325,7 +326,5 @@ def head_accuracy(
     pairs: Iterable[tuple[Sentence, WordAttention]], *, poss_rule: bool = True, keep_units: bool = True
 ) -> HeadScores:
     """Functional twin of :class:`HeadAccuracy`: score every pair in one call."""
-    acc = HeadAccuracy(poss_rule=poss_rule, keep_units=keep_units)
-    for sentence, attention in pairs:
-        acc.update(sentence, attention)
-    return acc.compute()
+    done = stream(pairs, {"heads": HeadAccuracy(poss_rule=poss_rule, keep_units=keep_units)}, overlap=False)
+    return done["heads"]

@@ -23,16 +23,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from probes.analysis.base import Analysis
+from probes.analysis.driver import stream
 from probes.corpora.types import Sentence, base_relation
 from probes.errors import ConfigError
 from probes.extraction.attention import WordAttention
-from probes.heads.intervals import bootstrap_ci
 from probes.heads.naming import DIRECTIONS, INDEXING_NOTE, head_name
 from probes.probing.controls import ControlTask, selectivity
-from probes.probing.decode import argmax_heads, uas_counts, uuas_counts
 from probes.probing.embeddings import StaticVectors
 from probes.probing.label import LabelScorer, PerHeadLabelProbe
+from probes.probing.parser_scores import ParserScorer
 from probes.probing.parsers import AttnEmbParser, AttnParser, DistancesEmbParser, RightBranching
 from probes.probing.per_head import POOLED, PerHeadEvaluator, PerHeadProbe, PerHeadScores
 from probes.probing.train import fit_together, iter_pairs
@@ -89,44 +88,6 @@ class ParserRow(Result):
     selectivity: float
     train_sentences: int
     attention_from: str
-
-
-class ParserScorer(Analysis[dict[str, float]]):
-    """Accumulator of a parser's UAS and UUAS over held-out ``(Sentence, WordAttention)`` pairs.
-
-    Keeps per-sentence counts only (4 integers each) for bootstrap intervals.
-
-    Args:
-        parser: a fitted parser with ``predict_log_proba_one(sentence, attention)``.
-        transform: optional ``Sentence -> Sentence`` (a control task's relabelling).
-        uuas: also decode a maximum spanning tree per sentence.
-    """
-
-    def __init__(self, parser: Any, transform: Any = None, *, uuas: bool = True) -> None:
-        super().__init__()
-        self.add_option("parser", parser)
-        self.add_option("transform", transform)
-        self.add_option("uuas", uuas)
-        self.add_state("counts", [], "extend")  # per sentence: (uas correct, uas total, uuas correct, uuas total)
-
-    def update(self, item: Sentence, word_attention: WordAttention) -> None:
-        """Score one sentence."""
-        sentence = self.transform(item) if self.transform else item
-        logp = self.parser.predict_log_proba_one(sentence, word_attention)  # (m, m + 1)
-        uc, ut = uas_counts(argmax_heads(logp), sentence)
-        tc, tt = uuas_counts(logp, sentence) if self.uuas else (0, 0)
-        self.counts.append((uc, ut, tc, tt))
-
-    def compute(self) -> dict[str, float]:
-        """UAS and UUAS with 95% bootstrap intervals over sentences."""
-        c = np.asarray(self.counts, dtype=np.int64).reshape(-1, 4)
-        out: dict[str, float] = {}
-        for name, (k, t) in {"uas": (0, 1), "uuas": (2, 3)}.items():
-            total = c[:, t].sum()
-            out[name] = float(c[:, k].sum() / total) if total else float("nan")
-            low, high = bootstrap_ci(c[:, k], c[:, t]) if total else (np.nan, np.nan)
-            out[f"{name}_ci_low"], out[f"{name}_ci_high"] = float(low), float(high)
-        return out
 
 
 @dataclass(frozen=True)
@@ -355,6 +316,21 @@ def _make_probes(kinds: Sequence[str], vectors: StaticVectors | None, common: Ma
     return probes
 
 
+class _Relabelled:
+    """An analysis fed the control task's relabelled sentences instead of the gold ones."""
+
+    def __init__(self, analysis: Any, relabel: Any) -> None:
+        self.analysis, self.relabel = analysis, relabel
+
+    def update(self, item: Sentence, word_attention: WordAttention) -> None:
+        """Update the wrapped analysis with ``relabel(item)``."""
+        self.analysis.update(self.relabel(item), word_attention)
+
+    def compute(self) -> Any:
+        """The wrapped analysis' result."""
+        return self.analysis.compute()
+
+
 class _Evaluation:
     """Every scorer of a run's fitted probes, fed in one pass over the evaluation stream."""
 
@@ -379,22 +355,21 @@ class _Evaluation:
             self.per_head_control = PerHeadEvaluator(next(p for n, p, _ in trained if n == "per-head [control]"))
         self.label = LabelScorer(probes["label"]) if "label" in probes else None
 
+    def analyses(self) -> dict[str, Any]:
+        """Every scorer by name, as analyses for :func:`probes.analysis.driver.stream`."""
+        out: dict[str, Any] = dict(self.scorers)
+        if self.per_head is not None:
+            out["per-head"] = self.per_head
+        if self.per_head_control is not None:
+            out["per-head [control]"] = _Relabelled(self.per_head_control, self.control.relabel)  # type: ignore[union-attr]
+        if self.label is not None:
+            out["label"] = self.label
+        return out
+
     def run(self, eval_pairs: Iterable[Pair], progress: bool) -> int:
-        """Feed every whole, non-empty evaluation sentence to every scorer; returns how many there were."""
-        n_eval = 0
-        for sentence, attention in iter_pairs(eval_pairs, progress=progress, desc="evaluate"):
-            if attention.n_words != sentence.n_words or sentence.n_words == 0:
-                continue
-            n_eval += 1
-            for scorer in self.scorers.values():
-                scorer.update(sentence, attention)
-            if self.per_head is not None:
-                self.per_head.update(sentence, attention)
-            if self.per_head_control is not None:
-                self.per_head_control.update(self.control.relabel(sentence), attention)  # type: ignore[union-attr]
-            if self.label is not None:
-                self.label.update(sentence, attention)
-        return n_eval
+        """Feed every whole evaluation sentence to every scorer in one pass; returns how many there were."""
+        done = stream(iter_pairs(eval_pairs, progress=progress, desc="evaluate"), self.analyses())
+        return done.n_items - len(done.skipped)
 
     def random_init(self, parser: AttnEmbParser, streams: tuple[Iterable[Pair], Iterable[Pair]], epochs: int,
                     progress: bool) -> None:
@@ -403,9 +378,7 @@ class _Evaluation:
         fit_together([parser], streams[0], epochs=epochs, progress=progress, desc="train (random-init model)")
         self.scorers[name] = scorer = ParserScorer(parser)
         self.parsers[name] = parser
-        for sentence, attention in iter_pairs(streams[1], progress=progress, desc="evaluate (random-init)"):
-            if attention.n_words == sentence.n_words and sentence.n_words:
-                scorer.update(sentence, attention)
+        stream(iter_pairs(streams[1], progress=progress, desc="evaluate (random-init)"), {name: scorer})
 
     def result(self, kinds: Sequence[str], control: bool, record: dict[str, Any], facts: dict[str, Any],
                min_count: int) -> ProbeRun:

@@ -16,7 +16,7 @@ import pytest
 import probes.corpora
 from probes.analysis import ANALYSES
 from probes.analysis.attention_to_specials import AttentionToSpecials, SpecialsResult
-from probes.analysis.base import Analysis, accumulate
+from probes.analysis.base import Analysis
 from probes.analysis.baselines import OffsetBaseline
 from probes.analysis.bridging import BridgingScores
 from probes.analysis.coreference import AntecedentAccuracy
@@ -29,7 +29,7 @@ from probes.errors import AlignmentError, ConfigError, SkippedItemWarning
 from probes.extraction.attention import WordAttention
 from probes.extraction.windows import document_windows
 from probes.results import equal, load
-from probes.runs.probing import ParserScorer
+from probes.probing.parser_scores import ParserScorer
 
 SAMPLE = Path(probes.corpora.__file__).resolve().parent / "sample" / "sample-dev.conllu"
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -235,10 +235,11 @@ def test_driver_skips_partial_items_for_every_analysis(sentence_pairs: list[Pair
     assert res["dependency"].n_units == res["baselines"].n_units == 10 == res["specials"].n_items
 
 
-def test_accumulate_keeps_heads_and_baselines_paired(sentence_pairs: list[Pair]) -> None:
+def test_stream_keeps_heads_and_baselines_paired(sentence_pairs: list[Pair]) -> None:
     pairs, bad = _partial(sentence_pairs[:12])
     heads, base = HeadAccuracy(), OffsetBaseline()
-    skipped = accumulate(pairs, heads, base)
+    with pytest.warns(SkippedItemWarning):
+        skipped = stream(pairs, {"heads": heads, "baselines": base}, overlap=False).skipped
     assert [i for i, _ in skipped] == [pairs[k][0].sent_id for k in bad]
     assert heads.n_units == base.n_units == 10
     h, b = heads.compute(), base.compute()
