@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -75,7 +75,14 @@ class Analysis(Generic[R]):
     """Base of every streaming analysis: declared options and state; ``update`` and ``compute`` to write.
 
     Subclasses call ``super().__init__()`` first, then :meth:`add_option` / :meth:`add_state`.
+
+    Attributes:
+        items: what ``update`` takes: ``"sentences"`` (a :class:`~probes.corpora.types.Sentence`),
+            ``"windows"`` (a document :class:`~probes.extraction.windows.Window`) or ``"any"``
+            (the attention alone is used); pipelines check it before they run.
     """
+
+    items: ClassVar[str] = "any"
 
     def __init__(self) -> None:
         self._states: dict[str, _State] = {}

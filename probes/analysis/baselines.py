@@ -17,6 +17,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -147,6 +148,8 @@ class OffsetBaseline(Analysis[BaselineScores]):
         poss_rule: apply the possessive rule to ``nmod:poss`` (see :mod:`probes.analysis.dependency`).
         keep_units: keep per-sentence counts.
     """
+
+    items: ClassVar[str] = "sentences"
 
     def __init__(self, offsets: Sequence[int] = CLARK_OFFSETS, *, poss_rule: bool = True,
                  keep_units: bool = True) -> None:

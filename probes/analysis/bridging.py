@@ -23,7 +23,7 @@ window are counted as ``not_scorable``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -108,6 +108,8 @@ class BridgingScores(Analysis[BridgingResult]):
     Args:
         direction: ``anaphor_to_antecedent`` (default) or ``antecedent_to_anaphor``.
     """
+
+    items: ClassVar[str] = "windows"
 
     def __init__(self, *, direction: str = "anaphor_to_antecedent") -> None:
         if direction not in COREF_DIRECTIONS:

@@ -44,7 +44,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -269,6 +269,8 @@ class AntecedentAccuracy(Analysis[CorefResult]):
             mention of its own in the window is evaluated against the earlier mentions of its
             split-antecedent parts (``Document.split_antecedents``; see the module doc).
     """
+
+    items: ClassVar[str] = "windows"
 
     def __init__(self, *, candidates: str = "all", direction: str = "anaphor_to_antecedent",
                  antecedents: str = "window", singletons: str = "keep",

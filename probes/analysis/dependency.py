@@ -27,7 +27,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -196,6 +196,8 @@ class HeadAccuracy(Analysis[HeadScores]):
         keep_units: keep per-sentence counts (needed by :mod:`probes.runs.leaderboard`).
         buffer: sentences held before they are scored together (memory: their word maps).
     """
+
+    items: ClassVar[str] = "sentences"
 
     def __init__(self, *, poss_rule: bool = True, keep_units: bool = True, buffer: int = 256) -> None:
         super().__init__()

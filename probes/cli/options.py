@@ -53,9 +53,9 @@ def apply_config(ctx: typer.Context, value: Optional[Path]) -> Optional[Path]:
 
     allowed = {p.name for p in ctx.command.params if p.name not in ("config", "help")}
     values = load_config(value, allowed, section=ctx.info_name)
-    for name in ("relations", "exclude"):  # lists in TOML, comma-separated on the command line
+    for name in ("relations", "analyses", "exclude"):  # lists in TOML, comma-separated on the command line
         if isinstance(values.get(name), str):
-            values[name] = [values[name]] if name == "relations" else values[name]
+            values[name] = [values[name]] if name != "exclude" else values[name]
         elif name == "exclude" and isinstance(values.get(name), list):
             values[name] = ",".join(map(str, values[name]))
     ctx.default_map = {**(ctx.default_map or {}), **values}

@@ -56,19 +56,25 @@ def leaderboard_cli(
         help="Relations to list, comma-separated (default: all with >= --min-count words)."),
     min_count: int = options.min_count_option(),
     exclude: str = typer.Option("root,punct", "--exclude", help="Relations left out of the listing (ALL keeps them)."),
+    analyses: Optional[list[str]] = typer.Option(
+        None, "--analyses", "-a", metavar="NAME,...",
+        help="More analyses to run in the same pass over the report data, saved under analyses/NAME/ "
+             "(registered in probes.analysis.ANALYSES; e.g. specials: attention from words to special tokens)."),
     out: Optional[Path] = options.out_option(),
     poss_rule: bool = options.poss_rule_option(),
     figures: bool = options.figures_option(),
     progress: bool = options.progress_option(),
 ) -> None:
-    from probes.runs.leaderboard import leaderboard
+    from probes.runs.leaderboard import check_analyses, leaderboard
+
+    extra = check_analyses(options.split_list(analyses))  # before the model loads
 
     _check_sources(model, treebank, select_on, store, select_store)
     board = leaderboard(
         model, treebank, select_on=select_on, store=store, select_store=select_store,
         relations=options.split_list(relations) or None, min_count=min_count,
         exclude=[e for e in exclude.split(",") if e], poss_rule=poss_rule, batch_size=batch_size, device=device,
-        progress=progress, preload_figures=figures,
+        progress=progress, preload_figures=figures, analyses=extra,
         record={"command": "probes leaderboard", "options": {"config": str(config) if config else None}})
     out_dir = out or options.default_out(str(board.record.get("model") or store), board.reported_on)
     paths = board.write(out_dir, figures=figures)
@@ -80,6 +86,8 @@ def leaderboard_cli(
     typer.echo(f"Timings: {'reading the store' if store is not None else 'extraction'} {t['extraction_s']:.1f} s, "
                f"scoring {t['scoring_s']:.2f} s, writing {t['writing_s']:.2f} s "
                f"(overhead {100 * t['overhead_fraction']:.1f}% of extraction).")
+    for name in extra:
+        typer.echo(f"Analysis {name}: saved in {paths[f'analyses/{name}']} (probes.load(path) reads it back)")
     typer.echo(f"Report: {paths['leaderboard.md']}  (all files in {Path(out_dir)})")
 
 

@@ -112,19 +112,21 @@ def write_leaderboard(
     select: HeadScores | None = None,
     record: Mapping[str, Any] | None = None,
     figures: bool = True,
+    extra: Mapping[str, Path] | None = None,
 ) -> tuple[dict[str, Path], dict[str, Any]]:
     """Write ``leaderboard.{md,csv,json}``, ``scores.csv``, figures and, last, ``run.json`` into ``out_dir``.
 
     ``record`` (model, data, options, timings ...) goes into ``run.json`` with the time spent
-    here (``timings.writing_s``) and the overhead over extraction. Returns the paths written,
-    by name, and the record as written.
+    here (``timings.writing_s``) and the overhead over extraction; ``extra`` names files already
+    written there (saved results of extra analyses), listed in it too. Returns the paths
+    written, by name, and the record as written.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     record = dict(record or {})
     dict_rows = [r.as_dict() for r in rows]
-    paths: dict[str, Path] = {}
+    paths: dict[str, Path] = dict(extra or {})
     paths["leaderboard.csv"] = write_csv(dict_rows, out / "leaderboard.csv", LEADERBOARD_COLUMNS)
     paths["leaderboard.json"] = write_json({"indexing": INDEXING_NOTE, "rows": dict_rows}, out / "leaderboard.json")
     score_table = score_rows(report, select)

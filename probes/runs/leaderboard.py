@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from probes.analysis import ANALYSES
 from probes.analysis.baselines import OffsetBaseline
 from probes.analysis.dependency import HeadAccuracy
 from probes.analysis.driver import StreamResult, stream
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
     from probes.extraction.attention import WordAttention
     from probes.extraction.extractor import AttentionExtractor
 
-__all__ = ["Leaderboard", "leaderboard", "leaderboard_from_pairs", "score_split"]
+__all__ = ["Leaderboard", "leaderboard", "leaderboard_from_pairs", "score_split", "check_analyses"]
 
 #: Bootstrap settings of every leaderboard (recorded in ``run.json``).
 _BOOTSTRAP = {"n_resamples": 1000, "confidence": 0.95, "random_state": 0, "unit": "sentence"}
@@ -64,6 +65,8 @@ class Leaderboard(Result):
         report, report_baselines: head scores and baselines of the reported data.
         select, select_baselines: those of the selection data (None: selected on the report data).
         record: the run record (model, data checksums, options, counts, timings) for ``run.json``.
+        analyses: results of the extra analyses run in the same pass over the report data, by their
+            registered name (:data:`probes.analysis.ANALYSES`), e.g. ``{"specials": SpecialsResult}``.
     """
 
     rows: tuple[LeaderboardRow, ...]
@@ -72,6 +75,7 @@ class Leaderboard(Result):
     select: HeadScores | None = None
     select_baselines: BaselineScores | None = None
     record: dict[str, Any] = field(default_factory=dict)
+    analyses: dict[str, Any] = field(default_factory=dict)
 
     @property
     def reported_on(self) -> str:
@@ -93,9 +97,12 @@ class Leaderboard(Result):
         return format_leaderboard(self.rows, fmt)
 
     def write(self, out_dir: str | Path, *, figures: bool = True) -> dict[str, Path]:
-        """Write ``leaderboard.{md,csv,json}``, ``scores.csv``, ``figures/`` and ``run.json``; the paths by name."""
+        """Write ``leaderboard.{md,csv,json}``, ``scores.csv``, ``figures/``, each extra analysis' saved result
+        (``analyses/NAME/``) and ``run.json``; the paths by name."""
+        saved = {f"analyses/{name}": result.save(Path(out_dir) / "analyses" / name)
+                 for name, result in self.analyses.items()}
         paths, _ = write_leaderboard(self.rows, self.report, out_dir, select=self.select, record=self.record,
-                                     figures=figures)
+                                     figures=figures, extra=saved)
         return paths
 
     def to_pandas(self) -> pd.DataFrame:
@@ -113,9 +120,24 @@ class Leaderboard(Result):
         return f"<p><b>Leaderboard</b>: {model}, {html.escape(where)}</p>" + self.to_pandas()._repr_html_()
 
 
-def score_split(pairs: Pairs, *, poss_rule: bool = True) -> StreamResult:
-    """Head scores (``"heads"``) and baselines (``"baselines"``) of one split, in one streaming pass."""
-    return stream(pairs, {"heads": HeadAccuracy(poss_rule=poss_rule), "baselines": OffsetBaseline(poss_rule=poss_rule)})
+def score_split(pairs: Pairs, *, poss_rule: bool = True, analyses: Sequence[str] = ()) -> StreamResult:
+    """Head scores (``"heads"``), baselines (``"baselines"``) and the named extra analyses of one split, in one pass."""
+    extra = {name: ANALYSES[name]() for name in analyses}
+    return stream(pairs, {"heads": HeadAccuracy(poss_rule=poss_rule), "baselines": OffsetBaseline(poss_rule=poss_rule),
+                          **extra})
+
+
+def check_analyses(names: Sequence[str]) -> tuple[str, ...]:
+    """The extra analyses a leaderboard can run on sentences, checked before any work."""
+    usable = sorted(n for n, cls in ANALYSES.items() if cls.items in ("sentences", "any")
+                    and n not in ("dependency", "baselines"))
+    for name in names:
+        if name not in ANALYSES:
+            raise ConfigError(f"analyses: unknown analysis {name!r}; expected some of {', '.join(usable)}")
+        if name not in usable:
+            raise ConfigError(f"analyses: {name!r} cannot run in a leaderboard (it takes "
+                              f"{ANALYSES[name].items}, or is always run); expected some of {', '.join(usable)}")
+    return tuple(dict.fromkeys(names))
 
 
 def _counts(split: StreamResult) -> dict[str, int]:
@@ -143,13 +165,16 @@ def leaderboard_from_pairs(
     min_count: int = 100,
     exclude: Sequence[str] = ("root", "punct"),
     poss_rule: bool = True,
+    analyses: Sequence[str] = (),
 ) -> Leaderboard:
     """Score ``(sentence, attention)`` pairs (report, optionally selection), select heads, compute intervals.
 
-    ``record`` (model, data ...) is extended with names, counts, options and timings.
+    ``record`` (model, data ...) is extended with names, counts, options and timings. ``analyses``
+    (registered names) run in the same pass over the report pairs.
     """
+    analyses = check_analyses(analyses)
     select = score_split(select_pairs, poss_rule=poss_rule) if select_pairs is not None else None
-    report = score_split(report_pairs, poss_rule=poss_rule)
+    report = score_split(report_pairs, poss_rule=poss_rule, analyses=analyses)
     t0 = time.perf_counter()
     rows = leaderboard_rows(
         report["heads"], report["baselines"],
@@ -167,6 +192,7 @@ def leaderboard_from_pairs(
                    "relations_listed": len(rows)},
         "options": {"poss_rule": poss_rule, "min_count": min_count, "exclude": list(exclude),
                     "relations": list(relations) if relations else None, "bootstrap": dict(_BOOTSTRAP),
+                    "analyses": list(analyses),
                     "tie_break": "accuracy desc, then layer, head, direction asc"},
         "timings": {"extraction_s": sum(s.extraction_s for s in splits),
                     "scoring_s": sum(s.analysis_s for s in splits) + rows_s,
@@ -174,7 +200,7 @@ def leaderboard_from_pairs(
         "memory": {"per_sentence_counts_bytes": units.nbytes if units is not None else 0},
     })
     return Leaderboard(tuple(rows), report["heads"], report["baselines"], select["heads"] if select else None,
-                       select["baselines"] if select else None, full)
+                       select["baselines"] if select else None, full, {n: report[n] for n in analyses})
 
 
 def _sentences(data: str | Path | Sequence[Sentence], what: str) -> tuple[list[Sentence], dict[str, Any], str]:
@@ -252,6 +278,7 @@ def leaderboard(
     progress: bool = False,
     preload_figures: bool = False,
     record: Mapping[str, Any] | None = None,
+    analyses: Sequence[str] = (),
 ) -> Leaderboard:
     """The head leaderboard of a model on a treebank, heads chosen on ``select_on`` (default: the same data).
 
@@ -266,6 +293,9 @@ def leaderboard(
         batch_size, device, progress: for the extractor built from ``model``.
         preload_figures: import matplotlib while the model runs (when the board will be written with figures).
         record: extra fields for the run record (``command``, ``options`` ...).
+        analyses: more analyses to run in the same pass over the report data, by registered name
+            (:data:`probes.analysis.ANALYSES`, e.g. ``["specials"]``); their results are in
+            ``board.analyses`` and ``board.write`` saves them under ``analyses/NAME/``.
 
     Returns:
         A :class:`Leaderboard`; nothing is written until ``board.write(folder)``.
@@ -276,6 +306,7 @@ def leaderboard(
         raise ConfigError("a store holds its sentences: drop treebank/select_on (use select_store for the selection)")
     if model is not None and (treebank is None or select_store is not None):
         raise ConfigError("with a model give treebank (the data to report on) and select_on, not select_store")
+    analyses = check_analyses(analyses)  # before any work
     if preload_figures:  # matplotlib's import overlaps the model run instead of adding to the writing time
         from probes.reports.figures import preload
 
@@ -289,7 +320,7 @@ def leaderboard(
     board = leaderboard_from_pairs(
         report_pairs, select_pairs=select_pairs, report_name=name or report_name, select_name=select_name or sel_name,
         record=_merge(run_record("probes.leaderboard", **inputs), record or {}), relations=relations,
-        min_count=min_count, exclude=exclude, poss_rule=poss_rule)
+        min_count=min_count, exclude=exclude, poss_rule=poss_rule, analyses=analyses)
     if extraction_report is None:
         return board
     return dataclasses.replace(board, record={**board.record, "extraction_report": extraction_report.as_dict()})

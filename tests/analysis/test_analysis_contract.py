@@ -131,9 +131,9 @@ def _shards(pairs: list[Pair]) -> tuple[list[Pair], list[Pair]]:
     return [p for p in pairs if rare not in labels(p[0])], second
 
 
-@pytest.mark.parametrize("name", ["dependency", "baselines", "specials", "coreference", "bridging"])
+@pytest.mark.parametrize("name", sorted(ANALYSES))  # every registered analysis, new ones included
 def test_merge_of_shards_equals_one_pass(name: str, sentence_pairs: list[Pair], window_pairs: list[Pair]) -> None:
-    pairs = window_pairs if name in ("coreference", "bridging") else sentence_pairs
+    pairs = window_pairs if ANALYSES[name].items == "windows" else sentence_pairs
     first, second = _shards(pairs)
     assert first and second
     make = ANALYSES[name]
@@ -170,9 +170,9 @@ def test_merge_checks_options_and_heads(sentence_pairs: list[Pair]) -> None:
         a.merge(b)
 
 
-@pytest.mark.parametrize("name", ["dependency", "baselines", "specials", "coreference", "bridging"])
+@pytest.mark.parametrize("name", sorted(ANALYSES))  # every registered analysis, new ones included
 def test_reset_gives_a_fresh_state(name: str, sentence_pairs: list[Pair], window_pairs: list[Pair]) -> None:
-    pairs = window_pairs if name in ("coreference", "bridging") else sentence_pairs
+    pairs = window_pairs if ANALYSES[name].items == "windows" else sentence_pairs
     analysis = ANALYSES[name]()
     for item, attention in pairs[:7]:
         analysis.update(item, attention)

@@ -195,3 +195,18 @@ def test_format_help_comes_from_the_one_formats_table(capsys):
         out = " ".join(capsys.readouterr().out.split())
         assert ".conllx" in out and "_conll" in out, command
     assert split_list(["nsubj, obj", "det", " ,"]) == ["nsubj", "obj", "det"]
+
+
+def test_leaderboard_runs_extra_analyses_named_on_the_command_line(tiny_model, tmp_path, capsys):
+    from probes.results import load
+
+    out = tmp_path / "run"
+    assert main(["leaderboard", "--model", str(tiny_model), "--treebank", str(SAMPLE / "sample-dev.conllu"),
+                 "--out", str(out), "--min-count", "10", "--no-figures", "--no-progress",
+                 "--analyses", "specials"]) == 0
+    assert "Analysis specials: saved in" in capsys.readouterr().out
+    specials = load(out / "analyses" / "specials")
+    assert specials.n_items == 82 and specials.leading.shape == (2, 2)  # every dev sentence, 2 x 2 heads
+    assert main(["leaderboard", "--model", "no/such/model", "--treebank", str(SAMPLE / "sample-dev.conllu"),
+                 "--analyses", "bridging"]) == 1
+    assert "cannot run in a leaderboard" in capsys.readouterr().err  # checked before the model is looked for

@@ -158,3 +158,33 @@ def test_library_run_from_a_model_equals_pairs_and_writes_nothing(tmp_path, monk
     assert board.rows == direct.rows and board.record["data"]["report"] == {"sentences": 4}
     assert board.record["extraction_report"]["n_yielded"] == 4 and "versions" in board.record
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # nothing written
+
+
+def test_extra_analyses_run_in_the_same_pass_and_are_saved(tmp_path):
+    """A registered analysis named in ``analyses`` sees the report pairs of the leaderboard's own pass."""
+    from probes.analysis.attention_to_specials import AttentionToSpecials
+    from probes.analysis.driver import stream
+    from probes.results import equal, load
+
+    pairs = _pairs(9)
+    board = leaderboard_from_pairs(pairs, select_pairs=_pairs(10), min_count=1, analyses=["specials"])
+    alone = stream(pairs, {"specials": AttentionToSpecials()})["specials"]
+    assert set(board.analyses) == {"specials"} and equal(board.analyses["specials"], alone)
+    assert alone.n_items == len(pairs) and board.record["options"]["analyses"] == ["specials"]
+    paths = board.write(tmp_path, figures=False)
+    assert equal(load(paths["analyses/specials"]), alone)
+    assert "analyses/specials" in json.loads((tmp_path / "run.json").read_text())["files"]
+    assert equal(Leaderboard.load(board.save(tmp_path / "saved")), board)
+
+
+@pytest.mark.parametrize("name, message", [("nope", "unknown analysis 'nope'"),
+                                           ("coreference", "'coreference' cannot run in a leaderboard")])
+def test_extra_analyses_are_checked_before_any_work(name, message):
+    from probes.errors import ConfigError
+
+    def never():  # the pairs must not be touched
+        raise AssertionError("pairs were read before the analyses were checked")
+        yield
+
+    with pytest.raises(ConfigError, match=message):
+        leaderboard_from_pairs(never(), analyses=[name])
