@@ -120,33 +120,15 @@ def baselines_cli(
     JSON output: a list of {relation, count, offset, accuracy} (accuracy as a fraction).
     """
     from probes.analysis.baselines import offset_baseline
+    from probes.reports.baselines import baseline_rows, format_baselines
     from probes.runs.inputs import read_sentences
-    from probes.reports.tables import markdown_table, text_table
-    from probes.analysis.relations import ALL, ALL_NOPUNCT, redundant_pools
 
-    if format not in ("text", "markdown", "json"):
+    if format not in ("text", "markdown", "json"):  # before the treebank is read
         raise ConfigError(f"--format must be text, markdown or json, found {format!r}")
     _, sentences = read_sentences(treebank)
-    scores = offset_baseline(sentences, poss_rule=poss_rule)
-    drop = redundant_pools(scores.relations)
-    head = [r for r in (ALL, ALL_NOPUNCT) if r in scores.relations]
-    rest = sorted((r for r in scores.relations if r not in drop and r not in head
-                   and (all_relations or scores.total[scores.index(r)] >= min_count)),
-                  key=lambda r: (-int(scores.total[scores.index(r)]), r))
-    rows = []
-    for rel in head + rest:
-        k, acc = scores.best_offset(rel)
-        p, p_acc = scores.most_frequent_position(rel)
-        rows.append({"relation": rel, "count": int(scores.total[scores.index(rel)]), "offset": k, "accuracy": acc,
-                     "position": "ROOT" if p == 0 else f"{p:+d}", "position_accuracy": p_acc})
-    if format == "json":
-        typer.echo(json.dumps(rows, indent=2))
-        return
-    shown = [{**r, "offset": f"{r['offset']:+d}"} for r in rows]
-    columns = ("relation", "count", "offset", "accuracy", "position", "position_accuracy")
-    headers = ("relation", "count", "best offset", "acc %", "most frequent position", "acc %")
-    table = text_table if format == "text" else markdown_table
-    typer.echo(table(shown, columns, headers=headers, percent=("accuracy", "position_accuracy")), nl=False)
+    rows = baseline_rows(offset_baseline(sentences, poss_rule=poss_rule), min_count=min_count,
+                         all_relations=all_relations)
+    typer.echo(format_baselines(rows, format), nl=False)
     if format == "text":
         typer.echo(f"{len(sentences)} sentences; offsets -3..+2 clipped to [0, m]; ties go to the offset nearest "
                    f"the word; possessive rule {'on' if poss_rule else 'off'} (nmod:poss only).")

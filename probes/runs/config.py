@@ -6,8 +6,7 @@ file. Relative paths are read from the current directory, exactly as on the comm
 line. Unknown keys are errors that name the file, the line and the key, so a typo never
 silently falls back to a default.
 
-Model names (``package:NAME`` ...) are resolved by :mod:`probes.extraction.loading`;
-``resolve_model`` and ``PACKAGE_PREFIX`` are re-exported here for existing imports.
+Model names (``package:NAME`` ...) are resolved by :mod:`probes.extraction.loading`.
 """
 
 from __future__ import annotations
@@ -19,9 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from probes.errors import ConfigError
-from probes.extraction.loading import PACKAGE_PREFIX, resolve_model
 
-__all__ = ["load_config", "resolve_model", "PACKAGE_PREFIX"]
+__all__ = ["load_config"]
 
 
 def _line_of(text: str, key: str) -> int | None:

@@ -45,7 +45,7 @@ def load_extractor(model: str | Path, *, batch_size: int = 32, device: str | Non
                    **options: Any) -> AttentionExtractor:
     """An extractor for a model folder, ``package:NAME`` or hub name (``options`` go to ``from_pretrained``)."""
     from probes.extraction.extractor import AttentionExtractor
-    from probes.runs.config import resolve_model
+    from probes.extraction.loading import resolve_model
 
     return AttentionExtractor.from_pretrained(resolve_model(str(model)), batch_size=batch_size, device=device,
                                               progress=progress, **options)

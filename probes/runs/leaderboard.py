@@ -216,7 +216,7 @@ def _from_model(model: str | Path | AttentionExtractor, treebank: str | Path | S
                 select_on: str | Path | Sequence[Sentence] | None, *, batch_size: int, device: str | None,
                 progress: bool) -> tuple[Any, Any, str, str | None, dict[str, Any]]:
     """Run a model on treebanks: ``(report_pairs, select_pairs, report_name, select_name, record)``."""
-    from probes.runs.config import resolve_model
+    from probes.extraction.loading import resolve_model
 
     given = not isinstance(model, (str, Path))
     model_path = None if given else resolve_model(str(model))  # a bad name fails before any reading

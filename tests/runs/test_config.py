@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from probes.cli import main
-from probes.runs.config import load_config, resolve_model
+from probes.extraction.loading import resolve_model
+from probes.runs.config import load_config
 from probes.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
