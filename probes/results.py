@@ -25,18 +25,19 @@ import os
 import re
 import zipfile
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from probes.errors import InputError
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["Result", "load", "equal", "long_table", "head_names", "require_pandas", "FORMAT", "RESULT_FILE",
+__all__ = ["Result", "load", "equal", "long_table", "head_axes", "head_names", "require_pandas", "FORMAT", "RESULT_FILE",
            "ARRAYS_FILE"]
 
 #: Version of the folder format written by :meth:`Result.save`.
@@ -76,6 +77,11 @@ def long_table(axes: Mapping[str, Any], values: Mapping[str, Any]) -> pd.DataFra
     for name, value in values.items():
         table[name] = np.broadcast_to(np.asarray(value), shape).reshape(-1)
     return pandas.DataFrame(table)
+
+
+def head_axes(layers: Sequence[int], heads: Sequence[int]) -> dict[str, npt.NDArray[np.int64]]:
+    """``{"layer": ..., "head": ...}`` axes of a layers x heads array for :func:`long_table`, numbered from 1."""
+    return {"layer": np.asarray(layers, dtype=np.int64) + 1, "head": np.asarray(heads, dtype=np.int64) + 1}
 
 
 def head_names(table: pd.DataFrame) -> Any:

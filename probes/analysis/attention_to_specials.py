@@ -23,7 +23,7 @@ import numpy.typing as npt
 from probes.analysis.base import Analysis
 from probes.errors import AlignmentError
 from probes.extraction.attention import WordAttention
-from probes.results import Result, head_names, long_table
+from probes.results import Result, head_axes, head_names, long_table
 
 __all__ = ["AttentionToSpecials", "SpecialsResult"]
 
@@ -56,8 +56,7 @@ class SpecialsResult(Result):
 
     def to_pandas(self) -> Any:
         """One row per head: ``layer, head, head_name, leading, trailing, all`` (means; 1-based layer/head)."""
-        axes = {"layer": np.asarray(self.layers, dtype=np.int64) + 1,
-                "head": np.asarray(self.heads, dtype=np.int64) + 1}
+        axes = head_axes(self.layers, self.heads)
         table = long_table(axes, {w: self.mean(w) for w in ("leading", "trailing", "all")})
         table.insert(2, "head_name", head_names(table))
         return table

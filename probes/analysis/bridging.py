@@ -33,7 +33,7 @@ from probes.extraction.attention import WordAttention
 from probes.analysis.mentions import COREF_DIRECTIONS, DISTANCE_BANDS, distance_band, word_rows
 from probes.errors import AlignmentError, ConfigError
 from probes.extraction.windows import Window
-from probes.results import Result, head_names, long_table
+from probes.results import Result, head_axes, head_names, long_table
 
 __all__ = ["BridgingScores", "BridgingResult"]
 
@@ -82,8 +82,7 @@ class BridgingResult(Result):
         hits, mass = self.hits.sum(axis=0), self.mass.sum(axis=0)  # (B, L, H)
         total, chance = self.total.sum(axis=0), self.chance.sum(axis=0)  # (B,)
         n = np.where(total > 0, total, np.nan)[:, None, None]
-        axes = {"band": DISTANCE_BANDS, "layer": np.asarray(self.layers, dtype=np.int64) + 1,
-                "head": np.asarray(self.heads, dtype=np.int64) + 1}
+        axes = {"band": DISTANCE_BANDS, **head_axes(self.layers, self.heads)}
         table = long_table(axes, {"hits": hits, "mass": mass, "total": total[:, None, None], "accuracy": hits / n,
                                   "mass_ratio": mass / n, "chance_mass": chance[:, None, None] / n})
         table.insert(3, "head_name", head_names(table))

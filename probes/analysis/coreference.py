@@ -55,7 +55,7 @@ from probes.extraction.attention import WordAttention
 from probes.corpora.types import Document, Mention
 from probes.errors import AlignmentError, ConfigError
 from probes.extraction.windows import Window
-from probes.results import Result, head_names, long_table
+from probes.results import Result, head_axes, head_names, long_table
 
 __all__ = [
     "MENTION_TYPES",
@@ -233,7 +233,7 @@ class CorefResult(Result):
         with np.errstate(invalid="ignore", divide="ignore"):
             accuracy = correct / np.where(total > 0, total, np.nan)[..., None, None]
         axes = {"type": MENTION_TYPES, "band": DISTANCE_BANDS,
-                "layer": np.asarray(self.layers, dtype=np.int64) + 1, "head": np.asarray(self.heads, dtype=np.int64) + 1}
+                **head_axes(self.layers, self.heads)}
         table = long_table(axes, {"correct": correct, "total": total[..., None, None], "accuracy": accuracy})
         table.insert(4, "head_name", head_names(table))
         return table

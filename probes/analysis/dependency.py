@@ -39,7 +39,7 @@ from probes.analysis.driver import stream
 from probes.errors import AlignmentError, InputError
 from probes.analysis.relations import RelationColumns, merge_relations, redundant_pools, widen
 from probes.analysis.unit_counts import UnitCounts
-from probes.results import Result, head_names, long_table
+from probes.results import Result, head_axes, head_names, long_table
 
 __all__ = ["DIRECTIONS", "HeadAccuracy", "HeadScores", "head_accuracy", "predict_heads"]
 
@@ -99,7 +99,7 @@ class HeadScores(Result):
         """One row per relation, direction and head: ``relation, count, direction, layer, head,
         head_name, correct, accuracy`` (``layer``/``head`` 1-based model numbers)."""
         axes = {"relation": self.relations, "direction": self.directions,
-                "layer": np.asarray(self.layers, dtype=np.int64) + 1, "head": np.asarray(self.heads, dtype=np.int64) + 1}
+                **head_axes(self.layers, self.heads)}
         table = long_table(axes, {"count": self.total[:, None, None, None],
                                   "correct": np.moveaxis(self.correct, -1, 0),
                                   "accuracy": np.moveaxis(self.accuracy(), -1, 0)})

@@ -361,7 +361,8 @@ class _Evaluation:
         if self.per_head is not None:
             out["per-head"] = self.per_head
         if self.per_head_control is not None:
-            out["per-head [control]"] = _Relabelled(self.per_head_control, self.control.relabel)  # type: ignore[union-attr]
+            relabel = self.control.relabel  # type: ignore[union-attr]
+            out["per-head [control]"] = _Relabelled(self.per_head_control, relabel)
         if self.label is not None:
             out["label"] = self.label
         return out
