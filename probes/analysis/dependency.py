@@ -63,7 +63,6 @@ class HeadScores(Result):
         layers: 0-based model layers of axis 1.
         heads: 0-based model heads of axis 2.
         n_units: number of sentences scored.
-        n_skipped: number of sentences not scored (attention shorter than the sentence).
         units: per-sentence counts for bootstrap intervals, or None if not kept.
         metadata: free-form facts (options, model, data).
     """
@@ -75,7 +74,6 @@ class HeadScores(Result):
     layers: tuple[int, ...]
     heads: tuple[int, ...]
     n_units: int = 0
-    n_skipped: int = 0
     units: UnitCounts | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
@@ -141,7 +139,7 @@ class HeadScores(Result):
             units = self.units.concat(other.units.remap(mapping))
         return HeadScores(
             correct, total, relations, self.directions, self.layers, self.heads,
-            self.n_units + other.n_units, self.n_skipped + other.n_skipped, units, dict(self.metadata),
+            self.n_units + other.n_units, units, dict(self.metadata),
         )
 
 
@@ -291,7 +289,7 @@ class HeadAccuracy(Analysis[HeadScores]):
         if self._layers is None:
             warnings.warn("HeadAccuracy.compute() called before any update()", UserWarning, stacklevel=2)
             return HeadScores(np.zeros((len(DIRECTIONS), 0, 0, 0), np.int64), np.zeros(0, np.int64), (),
-                              DIRECTIONS, (), (), 0, 0, None, {"poss_rule": self.poss_rule})
+                              DIRECTIONS, (), (), 0, None, {"poss_rule": self.poss_rule})
         names = list(self._vocab.index)
         keep = np.arange(len(names))
         if prune:

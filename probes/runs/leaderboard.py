@@ -143,7 +143,7 @@ def check_analyses(names: Sequence[str]) -> tuple[str, ...]:
 def _counts(split: StreamResult) -> dict[str, int]:
     heads: HeadScores = split["heads"]
     return {"sentences": heads.n_units, "words": int(heads.total[heads.index(ALL)]) if ALL in heads.relations else 0,
-            "skipped_truncated": heads.n_skipped + len(split.skipped)}
+            "skipped_truncated": len(split.skipped)}
 
 
 def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
