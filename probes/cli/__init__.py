@@ -1,12 +1,19 @@
 """The ``probes`` command line: thin wrappers over library functions.
 
-Errors from the input (:class:`probes.ProbesError`) become one ``error: ...``
-line on stderr and exit code 1; usage errors exit 2; ``--debug`` shows tracebacks.
+Every failure is one line on stderr: errors from the input (:class:`probes.ProbesError`) print
+``error: ...`` and exit 1; usage errors (unknown option, bad value, missing option) print
+``error: ...`` and exit 2; Ctrl-C prints ``error: interrupted`` (with how to resume where a
+store makes that possible) and exits 130. ``--debug``, before or after the command, shows
+tracebacks instead.
 """
 
 from __future__ import annotations
 
+import importlib
+import os
+import signal
 import sys
+import threading
 
 from probes.cli._app import app, state
 
@@ -15,27 +22,106 @@ from probes.cli import extract as _extract  # noqa: F401  (registers `extract`)
 from probes.cli import syntax as _syntax  # noqa: F401  (registers `leaderboard`, `baselines`, `demo`)
 from probes.cli import coref as _coref  # noqa: F401  (registers `coref`, `bridging`)
 from probes.cli import probe as _probe  # noqa: F401  (registers `probe`)
+from probes.cli import data as _data  # noqa: F401  (registers `data add`, `data list`)
 from probes.errors import ProbesError
 
-__all__ = ["app", "main"]
+__all__ = ["app", "main", "EXIT_INTERRUPTED"]
+
+#: Exit code after Ctrl-C (128 + SIGINT), as shells report it.
+EXIT_INTERRUPTED = 130
+#: Commands whose work survives an interrupt (the store keeps finished shards).
+_RESUMABLE = {"extract": "run the same command again to resume (finished shards are kept)"}
+
+
+def _split_debug(args: list[str]) -> tuple[list[str], bool]:
+    """Take ``--debug`` out of ``args`` wherever it is (before ``--``) and put it first, for the group."""
+    end = args.index("--") if "--" in args else len(args)
+    debug = "--debug" in args[:end]
+    rest = [a for a in args[:end] if a != "--debug"] + args[end:]
+    return (["--debug"] + rest if debug else rest), debug
+
+
+def _command(args: list[str]) -> str | None:
+    """The subcommand named in ``args`` (the first word that is a command), if any."""
+    return next((a for a in args if a in app_commands()), None)
+
+
+def app_commands() -> set[str]:
+    """Names of the registered commands."""
+    return {c.name or c.callback.__name__ for c in app.registered_commands if c.callback is not None}
+
+
+def _click_errors() -> tuple[type[Exception], ...]:
+    """click's exception base: typer's own copy of click (typer >= 0.2x) and click itself (older typer)."""
+    kinds = []
+    for module in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            kinds.append(importlib.import_module(module).ClickException)
+        except (ImportError, AttributeError):
+            continue
+    return tuple(kinds)
+
+
+_CLICK_ERRORS = _click_errors()
+
+
+def _abort_errors() -> tuple[type[Exception], ...]:
+    """click's / typer's ``Abort`` (end of input at a prompt)."""
+    import typer
+
+    kinds: list[type[Exception]] = [typer.Abort]
+    try:
+        kinds.append(importlib.import_module("click.exceptions").Abort)
+    except (ImportError, AttributeError):
+        pass
+    return tuple(kinds)
+
+
+def _usage_error(exc: Exception) -> str:
+    """A click error as one line, with where to look for help on usage errors."""
+    text = exc.format_message()  # type: ignore[attr-defined]
+    message = " ".join(line.strip() for line in text.splitlines() if line.strip()).rstrip(".")
+    ctx = getattr(exc, "ctx", None)
+    if getattr(exc, "exit_code", 1) == 2 and ctx is not None:
+        message += f" (see '{ctx.command_path} --help')"
+    return f"error: {message}"
+
+
+def _bar_open() -> bool:
+    """Whether a tqdm progress bar is still open (its line on stderr is unfinished)."""
+    tqdm = sys.modules.get("tqdm")
+    return bool(tqdm is not None and len(getattr(tqdm.tqdm, "_instances", ())))
+
+
+def _interrupted(args: list[str]) -> int:
+    hint = _RESUMABLE.get(_command(args) or "")
+    start = "\n" if _bar_open() else ""  # end a progress bar's unfinished line first
+    print(f"{start}error: interrupted{'; ' + hint if hint else ''}", file=sys.stderr, flush=True)
+    return EXIT_INTERRUPTED
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit code instead of raising SystemExit when called from Python."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    state["debug"] = "--debug" in args
+    args, state["debug"] = _split_debug(list(sys.argv[1:] if argv is None else argv))
     try:
-        # Standalone mode lets click report usage errors itself (one message, exit 2);
-        # everything else propagates to here.
-        app(args=args, standalone_mode=True, prog_name="probes")
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except ProbesError as exc:
+        # Not standalone: click's errors come here, to be printed as one line like every other error.
+        code = app(args=args, standalone_mode=False, prog_name="probes")
+    except KeyboardInterrupt:
+        return _interrupted(args)
+    except _CLICK_ERRORS as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `probes` alone: the help text
+            exc.show()  # type: ignore[attr-defined]
+            return int(getattr(exc, "exit_code", 2))
         if state["debug"]:
             raise
-        print(f"error: {exc}", file=sys.stderr)
+        print(_usage_error(exc), file=sys.stderr)
+        return int(getattr(exc, "exit_code", 2))
+    except _abort_errors():  # end of input at a prompt
+        print("error: aborted", file=sys.stderr)
         return 1
-    except (OSError, UnicodeDecodeError) as exc:
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except (ProbesError, OSError, UnicodeDecodeError) as exc:
         if state["debug"]:
             raise
         print(f"error: {exc}", file=sys.stderr)
@@ -46,9 +132,30 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: internal error ({type(exc).__name__}: {exc}); rerun with --debug for the traceback",
               file=sys.stderr)
         return 1
-    return 0
+    if code == EXIT_INTERRUPTED:  # typer turns KeyboardInterrupt into Exit(130)
+        return _interrupted(args)
+    return code if isinstance(code, int) else 0
 
 
 def run() -> None:
-    """Console-script entry point."""
-    sys.exit(main())
+    """Console-script entry point.
+
+    After Ctrl-C, or an error while the model still runs in a worker thread, the process ends
+    with ``os._exit`` once the output is flushed: letting the interpreter shut down while a
+    daemon thread is inside torch aborts it ("terminate called without an active exception").
+    """
+    try:
+        code = main()
+    except KeyboardInterrupt:  # a second Ctrl-C while the first one was being handled
+        code = EXIT_INTERRUPTED
+    if code == EXIT_INTERRUPTED:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    busy = any(t.is_alive() and t is not threading.main_thread() for t in threading.enumerate())
+    if code == EXIT_INTERRUPTED or (code != 0 and busy):
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
+    sys.exit(code)

@@ -14,10 +14,10 @@ app = typer.Typer(
     rich_markup_mode="markdown",
 )
 
-#: Set by the --debug option of the main callback: show tracebacks instead of one line.
+#: Set by --debug (given before or after the command; main() moves it here): tracebacks instead of one line.
 state = {"debug": False}
 
 
 @app.callback()
-def _main(debug: bool = typer.Option(False, "--debug", help="Show full tracebacks on errors.")) -> None:
+def _main(debug: bool = typer.Option(False, "--debug", help="Show full tracebacks on errors (also accepted after the command).")) -> None:
     state["debug"] = debug

@@ -1,41 +1,55 @@
 """``probes coref`` and ``probes bridging``: which heads find antecedents, on GUM-style corpora.
 
 Thin commands over :func:`probes.runs.coreference.coreference` and
-:func:`probes.runs.coreference.bridging`: parse the options, run, print the leaderboard and,
-with ``--out``, write the tables, heatmaps and ``run.json``. Heads are printed 1-based (``layer-head``).
+:func:`probes.runs.coreference.bridging`: parse the options, run, print the leaderboard,
+write the tables, heatmaps and ``run.json`` to ``--out`` (default ``runs/coref-MODEL-DATA``, printed).
+Heads are printed 1-based (``layer-head``).
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import typer
 
+from probes.cli import options
 from probes.cli._app import app
-from probes.cli.options import batch_size_option, device_option, model_option, progress_option
 
-_OUT_HELP = "Folder for tables, heatmaps and run.json."
-_SELECT_HELP = "Choose the best heads on this corpus, report them on --corpus."
+_SELECT_HELP = "Choose the best heads on this corpus (same forms as --treebank), report them on --treebank."
 _STRIDE_HELP = "Tokens between window starts (default: half a window)."
+_LIMIT_HELP = "Read at most N documents of each corpus (default: all)."
+_ON_LONG_HELP = ("Windows still longer than the model's maximum: skip, truncate or window; each one is counted "
+                 "and named by id in the summary, the report and run.json.")
 
 
-def _report(run: Any, out: Path | None) -> None:
-    """Print the leaderboard; with ``out``, write every file there."""
-    print(run.format())
-    if out is not None:
-        run.write(out)
-        print(f"wrote {out}", file=sys.stderr)
+def _out_dir(out: Path | None, command: str, model: str, treebank: str, overwrite: bool) -> Path:
+    """``out`` (default ``runs/COMMAND-MODEL-DATA``), checked before any work: never other files overwritten."""
+    from probes.reports.record import check_out_dir
+
+    out_dir = out or options.default_out(model, treebank, prefix=f"{command}-")
+    check_out_dir(out_dir, command, overwrite=overwrite)
+    return out_dir
+
+
+def _report(run: Any, out_dir: Path, **write: Any) -> None:
+    """Print the leaderboard, write every file to ``out_dir``, say where."""
+    paths = run.write(out_dir, **write)
+    typer.echo(run.format())
+    typer.echo(run.notes())
+    report = next((p for name, p in paths.items() if str(name).endswith("leaderboard.md")), None)
+    typer.echo(f"Report: {report or out_dir}  (all files in {Path(out_dir)})")
 
 
 @app.command("coref")
 def coref(
-    model: str = model_option(..., help="Model folder, package:NAME or hub name (loaded with eager attention)."),
-    corpus: Path = typer.Option(..., "--corpus", exists=True, dir_okay=False,
-                                help="GUM/CorefUD CoNLL-U file with Entity= annotation (scored)."),
-    select_on: Path | None = typer.Option(None, "--select-on", exists=True, dir_okay=False, help=_SELECT_HELP),
-    out: Path | None = typer.Option(None, "--out", help=_OUT_HELP),
+    config: Path | None = options.config_option(),
+    model: str = options.model_option(...),
+    treebank: str = options.treebank_option(
+        ..., help="GUM/CorefUD CoNLL-U with Entity= annotation (scored): a file or `ud:en_gum:SPLIT`."),
+    select_on: str | None = options.select_on_option(help=_SELECT_HELP),
+    limit: int | None = options.limit_option(help=_LIMIT_HELP),
+    out: Path | None = options.out_option(help="Output folder (default `runs/coref-MODEL-DATA`)."),
     window: int | None = typer.Option(None, "--window", help="Tokens per window, specials included "
                                       "(default: the model's maximum)."),
     stride: int | None = typer.Option(None, "--stride", help=_STRIDE_HELP),
@@ -51,43 +65,57 @@ def coref(
                                           help="any-part: a plural with no earlier mention of its own in the window "
                                                "(GUM SplitAnte=) is scored against its parts' earlier mentions; "
                                                "ignore: it counts as no antecedent."),
-    batch_size: int = batch_size_option(4, help="Windows per forward pass."),
-    device: str | None = device_option(),
+    batch_size: int = options.batch_size_option(4, help="Windows per forward pass."),
+    device: str | None = options.device_option(),
+    on_long: str = options.on_long_option(help=_ON_LONG_HELP),
     revision: str | None = typer.Option(None, "--revision", help="Model revision (hub models)."),
-    n_resamples: int = typer.Option(1000, "--n-resamples", help="Bootstrap resamples for the intervals."),
-    progress: bool = progress_option(help="Progress bar on stderr."),
+    n_resamples: int = typer.Option(1000, "--n-resamples", min=1, help="Bootstrap resamples for the intervals."),
+    figures: bool = options.figures_option(),
+    figure_format: str = options.figure_format_option(),
+    overwrite: bool = options.overwrite_option(),
+    progress: bool = options.progress_option(),
 ) -> None:
     """Antecedent-selection accuracy of every head, with nearest / head-match / rule-based baselines."""
     from probes.runs.coreference import coreference
 
-    run = coreference(model, corpus, select_on=select_on, window=window, stride=stride, candidates=candidates,
+    out_dir = _out_dir(out, "coref", model, treebank, overwrite)
+    run = coreference(model, treebank, select_on=select_on, window=window, stride=stride, candidates=candidates,
                       direction=direction, antecedents=antecedents, singletons=singletons,
                       split_antecedents=split_antecedents, batch_size=batch_size, device=device, revision=revision,
-                      n_resamples=n_resamples, progress=progress)
-    _report(run, out)
+                      on_long=on_long, limit=limit, n_resamples=n_resamples, progress=progress)
+    _report(run, out_dir, figures=figures, figure_format=figure_format, overwrite=overwrite)
 
 
 @app.command("bridging")
 def bridging(
-    model: str = model_option(..., help="Model folder, package:NAME or hub name (loaded with eager attention)."),
-    corpus: Path = typer.Option(..., "--corpus", exists=True, dir_okay=False,
-                                help="GUM CoNLL-U file with Bridge= annotation (scored)."),
-    select_on: Path | None = typer.Option(None, "--select-on", exists=True, dir_okay=False, help=_SELECT_HELP),
-    out: Path | None = typer.Option(None, "--out", help=_OUT_HELP),
-    window: int | None = typer.Option(None, "--window", help="Tokens per window, specials included."),
+    config: Path | None = options.config_option(),
+    model: str = options.model_option(...),
+    treebank: str = options.treebank_option(
+        ..., help="GUM CoNLL-U with Bridge= annotation (scored): a file or `ud:en_gum:SPLIT`."),
+    select_on: str | None = options.select_on_option(help=_SELECT_HELP),
+    limit: int | None = options.limit_option(help=_LIMIT_HELP),
+    out: Path | None = options.out_option(help="Output folder (default `runs/bridging-MODEL-DATA`)."),
+    window: int | None = typer.Option(None, "--window", help="Tokens per window, specials included "
+                                      "(default: the model's maximum)."),
     stride: int | None = typer.Option(None, "--stride", help=_STRIDE_HELP),
     direction: str = typer.Option("anaphor_to_antecedent", "--direction",
-                                  help="anaphor_to_antecedent | antecedent_to_anaphor."),
-    batch_size: int = batch_size_option(4, help="Windows per forward pass."),
-    device: str | None = device_option(),
+                                  help="anaphor_to_antecedent (the anaphor's row) | antecedent_to_anaphor."),
+    batch_size: int = options.batch_size_option(4, help="Windows per forward pass."),
+    device: str | None = options.device_option(),
+    on_long: str = options.on_long_option(help=_ON_LONG_HELP),
     revision: str | None = typer.Option(None, "--revision", help="Model revision (hub models)."),
-    n_resamples: int = typer.Option(1000, "--n-resamples", help="Bootstrap resamples for the intervals."),
-    progress: bool = progress_option(help="Progress bar on stderr."),
+    n_resamples: int = typer.Option(1000, "--n-resamples", min=1, help="Bootstrap resamples for the intervals."),
+    figures: bool = options.figures_option(),
+    figure_format: str = options.figure_format_option(),
+    overwrite: bool = options.overwrite_option(),
+    progress: bool = options.progress_option(),
 ) -> None:
     """Bridging: argmax accuracy and Pandit & Hou attention-mass ratio of every head, by sentence distance."""
     from probes.runs.coreference import bridging as run_bridging
 
-    run = run_bridging(model, corpus, select_on=select_on, window=window, stride=stride, direction=direction,
-                       batch_size=batch_size, device=device, revision=revision, n_resamples=n_resamples,
-                       progress=progress)
-    _report(run, out)
+    out_dir = _out_dir(out, "bridging", model, treebank, overwrite)
+    run = run_bridging(model, treebank, select_on=select_on, window=window, stride=stride, direction=direction,
+                       batch_size=batch_size, device=device, revision=revision, on_long=on_long, limit=limit,
+                       n_resamples=n_resamples, progress=progress)
+    _report(run, out_dir, figures=figures, figure_format=figure_format,
+            overwrite=overwrite)

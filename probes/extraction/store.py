@@ -115,14 +115,25 @@ def extract_to_store(
     if shard_size < 1:
         raise StoreError(f"shard_size must be >= 1, found {shard_size}")
     root = Path(path)
-    root.mkdir(parents=True, exist_ok=True)
-    manifest = _start_manifest(root, extractor.info(), shard_size, source)
+    info = extractor.info()
+    old = _check_existing(root, info, shard_size)  # nothing is written before this passes
+    manifest: dict[str, Any] = {"format": STORE_FORMAT, "info": info, "shard_size": shard_size,
+                                "complete": False, "source": None if source is None else str(source),
+                                "source_sha256": None if source is None else file_sha256(Path(source))}
+
+    def start() -> None:  # before the first file of this run is written: the store is unfinished from here on
+        root.mkdir(parents=True, exist_ok=True)
+        _write_atomic(root / _MANIFEST, _dump_json(manifest))
+
+    expected = [s["data_sha256"] for s in old["shards"]] if old is not None and old.get("complete") else None
     show = extractor.progress if progress is None else progress
     saved, extractor.progress = extractor.progress, False
     try:
-        shards, data_sha256 = _extract_shards(extractor, root, sentences, shard_size, show, on_shard)
+        shards, data_sha256 = _extract_shards(extractor, root, sentences, shard_size, show, on_shard,
+                                              _Writes(start, expected))
     finally:
         extractor.progress = saved
+    root.mkdir(parents=True, exist_ok=True)
     _remove_stale(root, len(shards))
     report: dict[str, Any] = {key: [i for s in shards for i in s[key]] for key in _REPORT_KEYS}
     manifest.update(
@@ -138,26 +149,62 @@ def extract_to_store(
     return open_store(root)
 
 
-def _start_manifest(root: Path, info: dict[str, Any], shard_size: int,
-                    source: str | os.PathLike[str] | None) -> dict[str, Any]:
-    """Check that ``root`` holds no store of other options, then write an unfinished manifest."""
+def _check_existing(root: Path, info: dict[str, Any], shard_size: int) -> dict[str, Any] | None:
+    """The manifest of the store already in ``root`` (None when there is none), if it has the same options.
+
+    Raises:
+        StoreError: ``root`` holds a store of another model, other options or another shard size.
+    """
     manifest_path = root / _MANIFEST
-    if manifest_path.exists():
-        old = _read_manifest(root)
-        if _options_key(old["info"]) != _options_key(info) or old["shard_size"] != shard_size:
-            raise StoreError(
-                "this folder holds a store of another model or other options; expected "
-                f"{_options_key(info)} with shard_size {shard_size}, found {_options_key(old['info'])} with "
-                f"shard_size {old['shard_size']} (use a new folder)", path=manifest_path)
-    manifest: dict[str, Any] = {"format": STORE_FORMAT, "info": info, "shard_size": shard_size,
-                                "complete": False, "source": None if source is None else str(source),
-                                "source_sha256": None if source is None else file_sha256(Path(source))}
-    _write_atomic(manifest_path, _dump_json(manifest))
-    return manifest
+    if not manifest_path.exists():
+        return None
+    old = _read_manifest(root)
+    if _options_key(old["info"]) != _options_key(info) or old["shard_size"] != shard_size:
+        raise StoreError(
+            "this folder holds a store of another model or other options; expected "
+            f"{_options_key(info)} with shard_size {shard_size}, found {_options_key(old['info'])} with "
+            f"shard_size {old['shard_size']} (use a new folder)", path=manifest_path)
+    return old
+
+
+class _Writes:
+    """What one run may write: ``begin()`` marks the store unfinished once, before the first file is written.
+
+    ``expected``: the shard checksums of a finished store already in the folder (None when there is
+    none, or it is unfinished). A finished store is only re-verified (and a damaged shard redone):
+    sentences that differ from its own, in any shard or in number, are refused before anything is written,
+    so the store stays finished and readable.
+    """
+
+    def __init__(self, start: Callable[[], None], expected: list[str] | None) -> None:
+        self._start = start
+        self.started = False
+        self.expected = expected
+
+    def check(self, number: int, checksum: str | None, root: Path) -> None:
+        """Refuse shard ``number`` (``checksum`` None: the sentences ended) if a finished store differs."""
+        if self.expected is None:
+            return
+        n_old = len(self.expected)
+        if (checksum is None and number == n_old) or (number < n_old and self.expected[number] == checksum):
+            return
+        if checksum is None or number >= n_old:
+            what = f"{'fewer' if checksum is None else 'more'} sentences than its {n_old} shards hold"
+        else:
+            what = f"other sentences in shard {number}"
+        raise StoreError(f"this folder holds a finished store of other sentences ({what}); it was left "
+                         "unchanged: use a new folder", path=root / _MANIFEST)
+
+    def begin(self) -> None:
+        """Mark the store unfinished (once), before this run writes its first file."""
+        if not self.started:
+            self.started = True
+            self._start()
 
 
 def _extract_shards(extractor: AttentionExtractor, root: Path, sentences: Iterable[Sentence], shard_size: int,
-                    show: bool, on_shard: Callable[[int], None] | None) -> tuple[list[dict[str, Any]], str]:
+                    show: bool, on_shard: Callable[[int], None] | None, writes: _Writes
+                    ) -> tuple[list[dict[str, Any]], str]:
     """Extract (or verify and keep) every shard in turn: the shard indexes and the data checksum."""
     bar = tqdm(unit="sent", file=sys.stderr, disable=not show, desc="store", dynamic_ncols=True)
     shards: list[dict[str, Any]] = []
@@ -167,12 +214,15 @@ def _extract_shards(extractor: AttentionExtractor, root: Path, sentences: Iterab
         for number in itertools.count():
             chunk = list(itertools.islice(iterator, shard_size))
             if not chunk:
+                writes.check(number, None, root)
                 break
             lines = [_sentence_json(s) for s in chunk]
             checksum = hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
+            writes.check(number, checksum, root)
             data_digest.update(checksum.encode("ascii"))
             entry = _finished_shard(root, number, checksum)
             if entry is None:
+                writes.begin()
                 entry = _write_shard(extractor, root, number, chunk, lines, checksum)
             shards.append(entry)
             bar.update(len(chunk))

@@ -213,10 +213,16 @@ def bridging_panels(result: BridgingResult) -> dict[str, np.ndarray]:
 
 # ---------------------------------------------------------------------------------- files
 def write_leaderboard(out: Path, name: str, *, title: str, cells: str, rows: Rows, md: str,
-                      record: Mapping[str, Any], scores: Rows) -> list[Path]:
-    """Write ``{name}_leaderboard.{md,csv,json}`` (the JSON holds ``record`` too) and ``scores.csv`` to ``out``."""
+                      record: Mapping[str, Any], scores: Rows, inputs: Sequence[str] = ()) -> list[Path]:
+    """Write ``{name}_leaderboard.{md,csv,json}`` (the JSON holds ``record`` too) and ``scores.csv`` to ``out``.
+
+    ``inputs``: lines saying what happened to the inputs (windows analysed, skipped ... by id), listed first.
+    """
     out.mkdir(parents=True, exist_ok=True)
     intro = f"# {title}\n\n{INDEXING_NOTE}. Cells: {cells}, in % [95% bootstrap interval, resampling documents].\n\n"
+    if inputs:
+        intro += "Inputs (windows over the model's maximum are skipped; a truncated one is not analysed):\n\n"
+        intro += "".join(f"- {line}\n" for line in inputs) + "\n"
     path = out / f"{name}_leaderboard.md"
     path.write_text(intro + md, encoding="utf-8")
     return [path, write_csv(rows, out / f"{name}_leaderboard.csv"),
@@ -225,15 +231,16 @@ def write_leaderboard(out: Path, name: str, *, title: str, cells: str, rows: Row
 
 
 def write_heatmaps(out: Path, name: str, panels: Mapping[str, np.ndarray], *, title: str, label: str,
-                   baseline: float | None) -> list[Path]:
-    """``{name}_heatmap.png`` (the first panel, with ``baseline`` marked) and ``{name}_heatmaps.png`` (every panel)."""
+                   baseline: float | None, figure_format: str = "png") -> list[Path]:
+    """``{name}_heatmap.FMT`` (the first panel, with ``baseline`` marked) and ``{name}_heatmaps.FMT`` (every panel),
+    FMT being ``figure_format`` (png, svg, pdf)."""
     from probes.reports.figures import head_heatmap, overview_figure
 
     out.mkdir(parents=True, exist_ok=True)
     first = next(iter(panels))
-    one = head_heatmap(panels[first], out / f"{name}_heatmap.png", title=f"{title}: {first}", label=label,
+    one = head_heatmap(panels[first], out / f"{name}_heatmap.{figure_format}", title=f"{title}: {first}", label=label,
                        baseline=baseline, vmax=None)
     top = max((float(np.nanmax(v)) for v in panels.values() if np.isfinite(v).any()), default=1.0)
-    overview = overview_figure(dict(panels), out / f"{name}_heatmaps.png", suptitle=title,
+    overview = overview_figure(dict(panels), out / f"{name}_heatmaps.{figure_format}", suptitle=title,
                                ncols=min(4, len(panels)), vmax=top)
     return [Path(one), Path(overview)]

@@ -3,6 +3,10 @@
 :class:`HeatmapWriter` writes many same-shaped heatmaps quickly (one figure drawn once;
 per file only the image, the box and the title are redrawn and the pixels are PNG-encoded
 with Pillow), which is what a leaderboard with dozens of relations needs.
+
+Every figure is written at :data:`DPI` (150) or more, in the format of its file's suffix
+(``.png``, ``.svg`` or ``.pdf``), with its whole title inside the image (long titles are
+wrapped, and matplotlib figures are saved with a tight bounding box).
 """
 
 from __future__ import annotations
@@ -12,12 +16,38 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import textwrap
+
 import numpy as np
 import numpy.typing as npt
 
 from probes.errors import InputError
 
-__all__ = ["preload", "HeatmapWriter", "head_heatmap", "overview_figure"]
+__all__ = ["preload", "HeatmapWriter", "head_heatmap", "overview_figure", "DPI"]
+
+#: Resolution of every raster figure (dots per inch).
+DPI = 150
+
+
+def _wrap(text: str, width_in: float, fontsize: float) -> str:
+    """``text`` wrapped to lines that fit ``width_in`` inches at ``fontsize`` points (each line on its own)."""
+    chars = max(20, int(width_in * 72 / (0.55 * fontsize)))
+    return "\n".join(textwrap.fill(line, chars, break_on_hyphens=False) for line in text.split("\n"))
+
+
+def _save(fig: Any, path: str | Path, **kwargs: Any) -> Path:
+    """Save ``fig`` to ``path`` in the format of its suffix, at :data:`DPI`, nothing cut at the edges."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix.lower() != ".png":
+        kwargs.pop("pil_kwargs", None)
+    if path.suffix.lower() == ".svg":
+        kwargs["metadata"] = {"Date": None}  # reproducible files
+    from matplotlib import rc_context
+
+    with rc_context({"svg.fonttype": "none", "pdf.fonttype": 42}):  # text stays text: searchable, editable
+        fig.savefig(path, dpi=DPI, bbox_inches="tight", pad_inches=0.08, **kwargs)
+    return path
 
 
 def preload() -> None:
@@ -27,7 +57,7 @@ def preload() -> None:
     import matplotlib.figure  # noqa: F401
 
 
-def _new_figure(figsize: tuple[float, float], dpi: float | None = None) -> Any:
+def _new_figure(figsize: tuple[float, float], dpi: float | None = None, layout: str | None = None) -> Any:
     """A matplotlib Figure on its own Agg canvas.
 
     No pyplot: its global figure registry is not thread-safe, and figures here are drawn from
@@ -36,7 +66,7 @@ def _new_figure(figsize: tuple[float, float], dpi: float | None = None) -> Any:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=figsize, dpi=dpi)
+    fig = Figure(figsize=figsize, dpi=dpi, layout=layout)
     FigureCanvasAgg(fig)
     return fig
 
@@ -65,28 +95,30 @@ def head_heatmap(
     vmax: float | None = None,
     baseline: float | None = None,
     baseline_label: str = "best baseline",
+    mark: tuple[int, int] | None = None,
 ) -> Path:
-    """Save a ``(n_layers, n_heads)`` heatmap as PNG, best head boxed in red.
+    """Save a ``(n_layers, n_heads)`` heatmap (PNG, SVG or PDF by the suffix of ``path``), best head boxed in red.
 
     Args:
         values: ``(n_layers, n_heads)`` scores (NaN for heads not scored).
-        path: output PNG path.
-        title: figure title (say what was scored, on what data).
+        path: output path.
+        title: figure title (say what was scored, on what data, by which model).
         label: colour bar label.
         baseline: if given, written in the title for comparison.
         baseline_label: what the baseline is (e.g. ``"position only"``).
+        mark: ``(layer_pos, head_pos)`` to box instead of the best head.
     """
     values = np.asarray(values, dtype=float)
-    fig = _new_figure((1.2 + 0.42 * values.shape[1], 1.2 + 0.36 * values.shape[0]))
+    width = max(4.0, 1.2 + 0.42 * values.shape[1])
+    fig = _new_figure((width, 1.2 + 0.36 * values.shape[0]), dpi=DPI)
     ax = fig.subplots()
     full_title = title if baseline is None else f"{title}\n({baseline_label} {baseline:.3f})"
-    im = _draw(ax, values, full_title, vmin, vmax, mark_best=True)
+    im = _draw(ax, values, _wrap(full_title, width, 9), vmin, vmax, mark_best=mark is None)
+    if mark is not None:
+        ax.scatter([mark[1]], [mark[0]], marker="s", s=60, facecolors="none", edgecolors="red", linewidths=1.5)
     fig.colorbar(im, ax=ax, label=label)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    return path
+    return _save(fig, path)
 
 
 def overview_figure(
@@ -99,7 +131,8 @@ def overview_figure(
     vmax: float | None = 1.0,
     subtitles: Sequence[str] | None = None,
 ) -> Path:
-    """Save one figure with a small heatmap per panel (e.g. one per relation), best head of each boxed.
+    """Save one figure (PNG, SVG or PDF by the suffix of ``path``) with a small heatmap per panel (e.g. one
+    per relation), best head of each boxed.
 
     The panels are drawn as one mosaic image on one axes (white gaps between panels), which
     is many times faster than one axes per panel and reads the same. Panels may differ in
@@ -151,11 +184,9 @@ def overview_figure(
     ax.set_xlim(-0.5, width - 0.5)
     ax.set_ylim(-0.5, height - 0.5)
     fig.colorbar(im, ax=ax, shrink=0.6, pad=0.01)
-    fig.suptitle(suptitle + "  (per panel: rows layer, columns head; 1-based; best head boxed)", fontsize=9)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=80, pil_kwargs={"compress_level": 1})  # fast zlib level: ~2x quicker, ~30% larger
-    return path
+    legend = "per panel: rows layer, columns head; 1-based; best head boxed"
+    fig.suptitle(_wrap(f"{suptitle}\n({legend})", fig.get_figwidth(), 9), fontsize=9)
+    return _save(fig, path, pil_kwargs={"compress_level": 1})  # fast zlib level: ~2x quicker, ~30% larger
 
 
 class HeatmapWriter:
@@ -171,19 +202,24 @@ class HeatmapWriter:
         n_layers, n_heads: shape of every heatmap.
         label: colour bar label.
         vmin, vmax: fixed colour scale (the colour bar is drawn once).
-        note: a static line under the title, the same on every figure (e.g. the data's name).
-        dpi: resolution.
+        note: a static line under the title, the same on every figure (e.g. the model and data).
+        dpi: resolution of the PNG files.
+
+    Files whose suffix is ``.svg`` or ``.pdf`` are drawn by matplotlib instead (:func:`head_heatmap`, with
+    the same title, note, colours and box).
     """
 
     def __init__(self, n_layers: int, n_heads: int, *, label: str = "accuracy", vmin: float = 0.0,
-                 vmax: float = 1.0, note: str = "", dpi: int = 80, title_size: float = 9.0) -> None:
+                 vmax: float = 1.0, note: str = "", dpi: int = DPI, title_size: float = 9.0) -> None:
         from matplotlib import colormaps
         from matplotlib.font_manager import FontProperties, findfont
         from PIL import ImageFont
 
         self.shape = (n_layers, n_heads)
         self.vmin, self.vmax = float(vmin), float(vmax)
-        fig = _new_figure((1.4 + 0.42 * n_heads, 1.5 + 0.34 * n_layers), dpi=dpi)
+        self.label, self.note, self.title_size, self.dpi = label, note, title_size, dpi
+        width_in = max(4.0, 1.4 + 0.42 * n_heads)
+        fig = _new_figure((width_in, 1.6 + 0.34 * n_layers), dpi=dpi, layout="constrained")
         ax = fig.subplots()
         image = ax.imshow(np.full(self.shape, np.nan), aspect="auto", cmap="viridis", vmin=vmin, vmax=vmax,
                           origin="lower", interpolation="nearest")
@@ -195,8 +231,8 @@ class HeatmapWriter:
         for spine in ax.spines.values():
             spine.set_visible(False)
         fig.colorbar(image, ax=ax, label=label, pad=0.02)
-        ax.text(0.5, 1.01, note, transform=ax.transAxes, ha="center", va="bottom", fontsize=7, color="0.3")
-        fig.subplots_adjust(left=0.09, right=0.99, top=0.80, bottom=0.17)
+        ax.set_title(_wrap(note, width_in - 0.3, 7), fontsize=7, color="0.3")
+        room = fig.suptitle("Xg", fontsize=title_size, color="white")  # keeps a line free for the painted title
         fig.canvas.draw()
         self._background = np.array(fig.canvas.buffer_rgba())[..., :3]  # (height, width, 3) uint8
         height = self._background.shape[0]
@@ -204,13 +240,16 @@ class HeatmapWriter:
         # pixel rectangle of the cells, rows top to bottom
         self._x0, self._x1 = int(round(box.x0)), int(round(box.x1))
         self._y0, self._y1 = int(round(height - box.y1)), int(round(height - box.y0))
-        self._title_xy = ((box.x0 + box.x1) / 2, height - box.y1 - (7 + 9) * dpi / 72)
+        line = room.get_window_extent()
+        self._title_xy = (self._background.shape[1] / 2, height - (line.y0 + line.y1) / 2)
         px = np.arange(self._x0, self._x1) + 0.5 - box.x0
         py = box.y1 - (np.arange(self._y0, self._y1) + 0.5 - (height - box.y1)) - box.y0  # from the bottom
         self._col = np.clip((px / box.width * n_heads).astype(np.intp), 0, n_heads - 1)  # (w,) head of each pixel
         self._row = np.clip((py / box.height * n_layers).astype(np.intp), 0, n_layers - 1)  # (h,) layer
         self._lut = (colormaps["viridis"](np.linspace(0.0, 1.0, 256))[:, :3] * 255).round().astype(np.uint8)
-        self._font = ImageFont.truetype(findfont(FontProperties(family=["sans-serif"])), round(title_size * dpi / 72))
+        self._font_file = findfont(FontProperties(family=["sans-serif"]))
+        self._font = ImageFont.truetype(self._font_file, round(title_size * dpi / 72))
+        self._title_room = self._background.shape[1] - 12  # widest title that fits, centred, inside the image
 
     def _cell_box(self, layer: int, head: int) -> tuple[int, int, int, int]:
         """Pixel rectangle ``(left, top, right, bottom)`` of one cell."""
@@ -218,13 +257,23 @@ class HeatmapWriter:
         rows = np.flatnonzero(self._row == layer)
         return (self._x0 + int(cols[0]), self._y0 + int(rows[0]), self._x0 + int(cols[-1]), self._y0 + int(rows[-1]))
 
+    def _title_font(self, title: str) -> Any:
+        """The title font, smaller when ``title`` would not fit the image at the normal size."""
+        from PIL import ImageFont
+
+        width = self._font.getlength(title)
+        if width <= self._title_room:
+            return self._font
+        size = max(6, int(self._font.size * self._title_room / width))
+        return ImageFont.truetype(self._font_file, size)
+
     def write(self, values: npt.ArrayLike, path: str | Path, *, title: str,
               mark: tuple[int, int] | None = None) -> Path:
-        """Save ``values`` ``(n_layers, n_heads)`` as PNG, the head at ``mark`` boxed (default: the best one).
+        """Save ``values`` ``(n_layers, n_heads)``, the head at ``mark`` boxed (default: the best one).
 
         Args:
             values: ``(n_layers, n_heads)`` scores (NaN for heads not scored: drawn white).
-            path: output PNG path.
+            path: output path: ``.png`` (painted here, fast), ``.svg`` or ``.pdf`` (drawn by matplotlib).
             title: the changing title (relation, direction, count ...).
             mark: ``(layer_pos, head_pos)`` to box; ``None`` boxes the highest value.
         """
@@ -233,6 +282,9 @@ class HeatmapWriter:
         values = np.asarray(values, dtype=float)
         if values.shape != self.shape:
             raise InputError(f"expected a {self.shape} heatmap, found {values.shape}")
+        if Path(path).suffix.lower() != ".png":
+            return head_heatmap(values, path, title=f"{title}\n{self.note}" if self.note else title, label=self.label,
+                                vmin=self.vmin, vmax=self.vmax, mark=mark)
         if mark is None and np.isfinite(values).any():
             mark = tuple(int(i) for i in np.unravel_index(np.nanargmax(values), values.shape))  # type: ignore
         scaled = (values - self.vmin) / max(self.vmax - self.vmin, 1e-12) * 256  # as Normalize + a 256-colour map
@@ -244,10 +296,10 @@ class HeatmapWriter:
         draw = ImageDraw.Draw(image)
         if mark is not None:
             draw.rectangle(self._cell_box(*mark), outline=(255, 0, 0), width=2)
-        draw.text(self._title_xy, title, font=self._font, fill=(0, 0, 0), anchor="mm")
+        draw.text(self._title_xy, title, font=self._title_font(title), fill=(0, 0, 0), anchor="mm")
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        image.save(path, format="PNG", compress_level=1)
+        image.save(path, format="PNG", compress_level=1, dpi=(self.dpi, self.dpi))
         return path
 
     def close(self) -> None:

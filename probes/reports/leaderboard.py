@@ -20,7 +20,7 @@ from probes.analysis.dependency import HeadScores
 from probes.errors import ConfigError
 from probes.heads.naming import INDEXING_NOTE, head_name
 from probes.heads.selection import LEADERBOARD_COLUMNS, LeaderboardRow
-from probes.reports.record import write_record
+from probes.reports.record import inputs_lines, write_record
 from probes.reports.tables import markdown_table, text_table, write_csv, write_json
 
 __all__ = ["format_leaderboard", "score_rows", "write_leaderboard", "TIMINGS_NOTE"]
@@ -90,17 +90,25 @@ def _selection_sentence(record: Mapping[str, Any]) -> str:
             "as in Clark et al. (2019); accuracies are therefore optimistic. Use --select-on for held-out selection.")
 
 
-def _markdown(rows: Sequence[LeaderboardRow], record: Mapping[str, Any], overview: bool) -> str:
-    """``leaderboard.md``: title, how heads were selected, what the numbers mean, the table."""
+def _inputs_markdown(record: Mapping[str, Any]) -> list[str]:
+    """The "Inputs" paragraph: per split, sentences analysed and every one skipped, truncated or windowed, by id."""
+    lines = inputs_lines(record.get("inputs", {}), limit=None)
+    return ["Inputs (a sentence over the model's maximum length, special tokens included, is skipped, truncated "
+            "or run in windows, as `--on-long` says; a truncated one is given to no analysis):", "",
+            *(f"- {line}" for line in lines), ""] if lines else []
+
+
+def _markdown(rows: Sequence[LeaderboardRow], record: Mapping[str, Any], overview: str | None) -> str:
+    """``leaderboard.md``: title, how heads were selected, what the inputs were, what the numbers mean, the table."""
     md = [f"# Head leaderboard: {record.get('model', 'model')} on {record.get('reported_on', 'data')}", "",
-          _selection_sentence(record), "",
+          _selection_sentence(record), "", *_inputs_markdown(record),
           f"Accuracy: how often the head's most-attended other word is the gold head (Clark et al. 2019 §4.2); "
           f"{INDEXING_NOTE}. 95% intervals: bootstrap over sentences. \"sig.\" = the paired interval of the "
           "margin over the best baseline lies above 0. Baselines: fixed offset (Clark) or most frequent "
           "relative position (Voita), learned on the selection data.", "",
           format_leaderboard(rows, "markdown")]
     if overview:
-        md += ["", "![overview](figures/overview.png)"]
+        md += ["", f"![overview]({overview})"]
     return "\n".join(md) + "\n"
 
 
@@ -113,13 +121,14 @@ def write_leaderboard(
     record: Mapping[str, Any] | None = None,
     figures: bool = True,
     extra: Mapping[str, Path] | None = None,
+    figure_format: str = "png",
 ) -> tuple[dict[str, Path], dict[str, Any]]:
     """Write ``leaderboard.{md,csv,json}``, ``scores.csv``, figures and, last, ``run.json`` into ``out_dir``.
 
     ``record`` (model, data, options, timings ...) goes into ``run.json`` with the time spent
     here (``timings.writing_s``) and the overhead over extraction; ``extra`` names files already
-    written there (saved results of extra analyses), listed in it too. Returns the paths
-    written, by name, and the record as written.
+    written there (saved results of extra analyses), listed in it too; figures are written as
+    ``figure_format`` (png, svg, pdf). Returns the paths written, by name, and the record as written.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -133,9 +142,11 @@ def write_leaderboard(
     columns = list(score_table[0]) if score_table else ["relation"]
     paths["scores.csv"] = write_csv(score_table, out / "scores.csv", columns)
     if figures and rows:
-        paths.update(_write_figures(rows, report, out, record))
+        paths.update(_write_figures(rows, report, out, record, figure_format))
     paths["leaderboard.md"] = out / "leaderboard.md"
-    paths["leaderboard.md"].write_text(_markdown(rows, record, "overview.png" in paths), encoding="utf-8")
+    overview = paths.get(f"overview.{figure_format}")
+    paths["leaderboard.md"].write_text(_markdown(rows, record, overview.relative_to(out).as_posix() if overview else None),
+                                       encoding="utf-8")
     timings = dict(record.get("timings", {}))
     timings["writing_s"] = time.perf_counter() - t0
     if "extraction_s" in timings and "scoring_s" in timings:
@@ -150,8 +161,9 @@ def write_leaderboard(
 
 
 def _write_figures(rows: Sequence[LeaderboardRow], report: HeadScores, out: Path,
-                   record: Mapping[str, Any]) -> dict[str, Path]:
-    """One heatmap per listed relation (its selected direction) and one overview figure."""
+                   record: Mapping[str, Any], fmt: str = "png") -> dict[str, Path]:
+    """One heatmap per listed relation (its selected direction) and one overview figure, as ``fmt`` files;
+    each names the model and the data."""
     from probes.reports.figures import HeatmapWriter, overview_figure
 
     acc = report.accuracy()  # (D, L, H, R)
@@ -160,7 +172,8 @@ def _write_figures(rows: Sequence[LeaderboardRow], report: HeadScores, out: Path
     panels: dict[str, npt.NDArray[np.float64]] = {}
     subtitles = []
     paths: dict[str, Path] = {}
-    note = f"accuracy on {data}; red box: head selected on {selected}"
+    model = _model_name(record)
+    note = f"{model} on {data}; red box: head selected on {selected}"
     for row in rows:
         d = report.directions.index(row.direction)
         panels[row.relation] = acc[d, :, :, report.index(row.relation)]  # (L, H)
@@ -168,16 +181,23 @@ def _write_figures(rows: Sequence[LeaderboardRow], report: HeadScores, out: Path
     # The overview (matplotlib) is drawn in a second thread while this one paints the per-relation
     # heatmaps (numpy + Pillow, which release the GIL while they encode).
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="probes-overview") as pool:
-        overview = pool.submit(overview_figure, panels, out / "figures" / "overview.png",
-                               suptitle=f"Head accuracy per relation ({data})", ncols=6, subtitles=subtitles)
+        overview = pool.submit(overview_figure, panels, out / "figures" / f"overview.{fmt}",
+                               suptitle=f"Head accuracy per relation: {model} on {data}", ncols=6,
+                               subtitles=subtitles)
         with HeatmapWriter(acc.shape[1], acc.shape[2], note=note) as writer:
             for row in rows:
                 safe = row.relation.replace(":", "_").replace("*", "all")
                 best_base = row.position_accuracy if row.best_baseline == "position" else row.baseline_accuracy
-                paths[f"figures/{safe}.png"] = writer.write(
-                    panels[row.relation], out / "figures" / f"{safe}.png",
+                paths[f"figures/{safe}.{fmt}"] = writer.write(
+                    panels[row.relation], out / "figures" / f"{safe}.{fmt}",
                     mark=(report.layers.index(row.layer), report.heads.index(row.head)),
                     title=f"{row.relation} ({row.direction}), n={row.count}: head {head_name(row.layer, row.head)} "
                           f"{100 * row.accuracy:.1f}%, best baseline {100 * best_base:.1f}%")
-        paths["overview.png"] = overview.result()
+        paths[f"overview.{fmt}"] = overview.result()
     return paths
+
+
+def _model_name(record: Mapping[str, Any]) -> str:
+    """The model as figures name it: its display name, else the last part of its path or hub name."""
+    name = str(record.get("model_name") or record.get("model") or "model")
+    return name if "/" not in name or not Path(name).is_absolute() else Path(name).name

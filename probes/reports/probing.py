@@ -54,56 +54,76 @@ def _write_text(path: Path, text: str) -> Path:
     return path
 
 
-def write_parsers(rows: Sequence[Mapping[str, Any]], out_dir: Path, control: bool) -> dict[str, Path]:
-    """``parsers.{md,csv,json}``: one row per parser (``control``: with control UAS and selectivity columns)."""
+def _inputs_note(inputs: Sequence[str]) -> str:
+    """Markdown lines saying what happened to the inputs of each split (ids skipped, truncated, windowed)."""
+    if not inputs:
+        return ""
+    return "\nInputs (a sentence over the model's maximum is skipped, or truncated and then not used):\n\n" + \
+        "".join(f"- {line}\n" for line in inputs)
+
+
+def write_parsers(rows: Sequence[Mapping[str, Any]], out_dir: Path, control: bool,
+                  inputs: Sequence[str] = ()) -> dict[str, Path]:
+    """``parsers.{md,csv,json}``: one row per parser (``control``: with control UAS and selectivity columns);
+    ``inputs``: lines on what happened to the inputs, at the end of ``parsers.md``."""
     dicts = [dict(r) for r in rows]
     cols = ["probe", "uas", "uas_ci_low", "uas_ci_high", "uuas"] + (["control_uas", "selectivity"] if control else [])
     heads = ["probe", "UAS", "UAS 95% low", "UAS 95% high", "UUAS (MST)"] + (
         ["control UAS", "selectivity"] if control else [])
     md = markdown_table(dicts, cols, headers=heads, percent=[c for c in cols if c != "probe"])
-    return {"parsers.md": _write_text(out_dir / "parsers.md", md + _PARSERS_NOTE),
+    return {"parsers.md": _write_text(out_dir / "parsers.md", md + _PARSERS_NOTE + _inputs_note(inputs)),
             "parsers.csv": write_csv(dicts, out_dir / "parsers.csv", PARSER_COLUMNS),
             "parsers.json": write_json(dicts, out_dir / "parsers.json")}
 
 
-def write_per_head(rows: Rows, full: Rows, out_dir: Path) -> dict[str, Path]:
-    """``per_head.{md,csv,json}`` (the listed relations) and ``per_head_scores.csv`` (every relation and head)."""
+def write_per_head(rows: Rows, full: Rows, out_dir: Path, inputs: Sequence[str] = ()) -> dict[str, Path]:
+    """``per_head.{md,csv,json}`` (the listed relations) and ``per_head_scores.csv`` (every relation and head);
+    ``inputs``: lines on what happened to the inputs, at the end of ``per_head.md``."""
     cols = ["relation", "count", "head", "accuracy", "ci_low", "ci_high", "position_only", "argmax_head",
             "argmax_accuracy", "control_accuracy", "selectivity"]
     heads = ["relation", "count", "best head", "probe acc.", "95% low", "95% high", "position only",
              "argmax head", "argmax acc.", "control acc.", "selectivity"]
     md = markdown_table(rows, cols, headers=heads, percent=[c for c in cols if c not in ("relation", "count", "head",
                                                                                           "argmax_head")])
-    return {"per_head.md": _write_text(out_dir / "per_head.md", md + _PER_HEAD_NOTE),
+    return {"per_head.md": _write_text(out_dir / "per_head.md", md + _PER_HEAD_NOTE + _inputs_note(inputs)),
             "per_head.csv": write_csv(rows, out_dir / "per_head.csv", PER_HEAD_COLUMNS),
             "per_head.json": write_json(rows, out_dir / "per_head.json"),
             "per_head_scores.csv": write_csv(full, out_dir / "per_head_scores.csv")}
 
 
 def per_head_figures(accuracy: npt.NDArray[np.float64], floor: float, selectivity: npt.NDArray[np.float64] | None,
-                     out_dir: Path) -> dict[str, Path]:
-    """Heatmaps of the per-head probes on ALL: ``accuracy`` ``(L, H)`` and, with a control task, ``selectivity``."""
+                     out_dir: Path, *, subject: str = "", fmt: str = "png") -> dict[str, Path]:
+    """Heatmaps of the per-head probes on ALL: ``accuracy`` ``(L, H)`` and, with a control task, ``selectivity``.
+
+    ``subject`` (model and data) goes into each title; ``fmt``: png, svg or pdf.
+    """
     from probes.reports.figures import head_heatmap
 
-    out = {"figures/probe_per_head_ALL.png": head_heatmap(
-        accuracy, out_dir / "figures" / "probe_per_head_ALL.png",
-        title=f"Per-head probe accuracy, ALL (held out)\nposition-only probe: {floor:.3f}")}
+    on = f" ({subject})" if subject else ""
+    name = f"figures/probe_per_head_ALL.{fmt}"
+    out = {name: head_heatmap(
+        accuracy, out_dir / name,
+        title=f"Per-head probe accuracy, ALL (held out){on}\nposition-only probe: {floor:.3f}")}
     if selectivity is not None:
-        out["figures/probe_selectivity_ALL.png"] = head_heatmap(
-            selectivity, out_dir / "figures" / "probe_selectivity_ALL.png", title="Per-head probe selectivity, ALL: "
+        name = f"figures/probe_selectivity_ALL.{fmt}"
+        out[name] = head_heatmap(
+            selectivity, out_dir / name, title=f"Per-head probe selectivity, ALL{on}: "
             "gain over position-only, task minus control", label="selectivity", vmin=None)
     return out
 
 
-def attn_weight_figure(weights: npt.NDArray[np.floating], out_dir: Path) -> dict[str, Path]:
-    """The Attn parser's weight of each map, ``weights`` ``(2, L, H)`` (dep_to_head, head_to_dep)."""
+def attn_weight_figure(weights: npt.NDArray[np.floating], out_dir: Path, *, subject: str = "",
+                       fmt: str = "png") -> dict[str, Path]:
+    """The Attn parser's weight of each map, ``weights`` ``(2, L, H)`` (dep_to_head, head_to_dep);
+    ``subject`` (model and data) in the title; ``fmt``: png, svg or pdf."""
     from probes.reports.figures import overview_figure
 
     bound = float(np.abs(weights).max()) or 1.0
-    path = overview_figure({d: weights[k] for k, d in enumerate(DIRECTIONS)},
-                           out_dir / "figures" / "probe_attn_weights.png",
-                           suptitle="Attn parser: weight of each map", ncols=2, vmin=-bound, vmax=bound)
-    return {"figures/probe_attn_weights.png": path}
+    name = f"figures/probe_attn_weights.{fmt}"
+    path = overview_figure({d: weights[k] for k, d in enumerate(DIRECTIONS)}, out_dir / name,
+                           suptitle="Attn parser: weight of each map" + (f" ({subject})" if subject else ""),
+                           ncols=2, vmin=-bound, vmax=bound)
+    return {name: path}
 
 
 def label_rows(correct: npt.NDArray[np.int64], total: npt.NDArray[np.int64], n_heads: int
@@ -126,8 +146,9 @@ def label_rows(correct: npt.NDArray[np.int64], total: npt.NDArray[np.int64], n_h
 
 
 def write_label(rows: Rows, full: Rows, accuracy: npt.NDArray[np.float64], facts: Mapping[str, int],
-                out_dir: Path, figures: bool) -> dict[str, Path]:
-    """``label.{md,csv}`` and, with ``figures``, the heatmap of the label probes' ``accuracy`` ``(P,)``.
+                out_dir: Path, figures: bool, *, subject: str = "", fmt: str = "png") -> dict[str, Path]:
+    """``label.{md,csv}`` and, with ``figures``, the heatmap of the label probes' ``accuracy`` ``(P,)``
+    (``subject``, model and data, in its title; ``fmt``: png, svg or pdf).
 
     ``facts``: ``n_layers``, ``n_heads``, ``n_labels``, ``train_arcs_used``, ``train_arcs_seen``.
     """
@@ -144,9 +165,11 @@ def write_label(rows: Rows, full: Rows, accuracy: npt.NDArray[np.float64], facts
     if figures:
         from probes.reports.figures import head_heatmap
 
-        out["figures/probe_label.png"] = head_heatmap(
-            accuracy[:-1].reshape(facts["n_layers"], facts["n_heads"]), out_dir / "figures" / "probe_label.png",
-            title=f"Per-head label probe accuracy (held out)\nposition-only probe: {floor:.3f}", vmin=None)
+        on = f" ({subject})" if subject else ""
+        name = f"figures/probe_label.{fmt}"
+        out[name] = head_heatmap(
+            accuracy[:-1].reshape(facts["n_layers"], facts["n_heads"]), out_dir / name,
+            title=f"Per-head label probe accuracy (held out){on}\nposition-only probe: {floor:.3f}", vmin=None)
     return out
 
 

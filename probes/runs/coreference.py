@@ -16,9 +16,10 @@ JSON leaderboard, ``scores.csv``, the layers x heads heatmaps and ``run.json``;
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -28,8 +29,9 @@ import numpy as np
 
 from probes.analysis.bridging import BridgingResult, BridgingScores
 from probes.analysis.coreference import AntecedentAccuracy, CorefResult
-from probes.analysis.driver import stream
+from probes.analysis.driver import item_id, stream
 from probes.checksum import file_sha256
+from probes.corpora.registry import resolve_treebank
 from probes.errors import ConfigError
 from probes.heads.naming import INDEXING_NOTE
 from probes.reports.coreference import (
@@ -43,9 +45,17 @@ from probes.reports.coreference import (
     write_heatmaps,
     write_leaderboard,
 )
-from probes.reports.record import run_record, versions, write_record
+from probes.reports.record import (
+    FIGURE_FORMATS,
+    inputs_lines,
+    inputs_record,
+    prepare_out_dir,
+    run_record,
+    versions,
+    write_record,
+)
 from probes.results import Result
-from probes.runs.inputs import load_extractor
+from probes.runs.inputs import check_run_options, load_extractor
 
 __all__ = ["CoreferenceRun", "BridgingRun", "coreference", "bridging"]
 
@@ -113,29 +123,48 @@ class _AnaphoraReport:
 
     @property
     def title(self) -> str:
-        """Title of the report: what was scored, on which corpus file."""
-        return f"{self.TITLE} ({Path(self.record['options']['corpus']).name})"
+        """Title of the report: what was scored, by which model, on which corpus file."""
+        return f"{self.TITLE}: {_model_name(self.record)} on {Path(self.record['options']['corpus']).name}"
 
     def format(self) -> str:
         """The leaderboard as terminal text, with the indexing note."""
         return f"{self.tables()[2]}\n{INDEXING_NOTE}"
 
+    def notes(self) -> str:
+        """What happened to the inputs, one line per corpus: windows analysed and, by id, every window skipped,
+        truncated or run in windows of its own (the console summary; also in the Markdown report)."""
+        return "\n".join(f"Inputs, {line}" for line in inputs_lines(self.record.get("inputs", {})))
+
+    def summary(self) -> str:
+        """Same as :meth:`notes`."""
+        return self.notes()
+
     def head_rows(self) -> Rows:
         """One row per head: its 1-based name and every score column (``scores.csv``)."""
         return head_rows(self.result.layers, self.result.heads, self.columns())
 
-    def write(self, out_dir: str | Path) -> dict[str, Path]:
+    def write(self, out_dir: str | Path, *, figures: bool = True, figure_format: str = "png",
+              overwrite: bool = False) -> dict[str, Path]:
         """Write the leaderboard (md, csv, json), ``scores.csv``, the heatmaps and ``run.json`` to ``out_dir``.
+
+        Args:
+            out_dir: the folder; refused (ConfigError) when it holds other files than a previous output of
+                the same command, unless ``overwrite``.
+            figures, figure_format: whether to draw the heatmaps, and as ``png``, ``svg`` or ``pdf``.
 
         Returns:
             The files written by name (``run.json`` last).
         """
-        out = Path(out_dir)
+        if figure_format not in FIGURE_FORMATS:
+            raise ConfigError(f"figure_format: expected one of {', '.join(FIGURE_FORMATS)}, found {figure_format!r}")
+        out = prepare_out_dir(out_dir, self.record.get("command"), overwrite=overwrite)
         rows, md, _ = self.tables()
+        inputs = inputs_lines(self.record.get("inputs", {}), limit=None)
         paths = write_leaderboard(out, self.NAME, title=self.title, cells=self.CELLS, rows=rows, md=md,
-                                  record=self.record, scores=self.head_rows())
-        paths += write_heatmaps(out, self.NAME, self.panels(), title=self.title, label=self.LABEL,
-                                baseline=self._baseline())
+                                  record=self.record, scores=self.head_rows(), inputs=inputs)
+        if figures:
+            paths += write_heatmaps(out, self.NAME, self.panels(), title=self.title, label=self.LABEL,
+                                    baseline=self._baseline(), figure_format=figure_format)
         paths.append(write_record(self.record, out, paths))
         return {p.name: p for p in paths}
 
@@ -217,6 +246,12 @@ class BridgingRun(_AnaphoraReport, Result):
         return bridging_panels(self.result)
 
 
+def _model_name(record: Mapping[str, Any]) -> str:
+    """The model as titles name it: a folder by its last part, a hub or ``package:`` name whole."""
+    name = str((record.get("options") or {}).get("model") or (record.get("model") or {}).get("model") or "model")
+    return Path(name).name if Path(name).is_absolute() else name
+
+
 # ---------------------------------------------------------------------------------- pipelines
 def coreference(
     model: Any,
@@ -233,6 +268,8 @@ def coreference(
     batch_size: int = 4,
     device: str | None = None,
     revision: str | None = None,
+    on_long: str = "skip",
+    limit: int | None = None,
     n_resamples: int = 1000,
     progress: bool = True,
 ) -> CoreferenceRun:
@@ -241,28 +278,32 @@ def coreference(
     Args:
         model: a model folder, ``package:NAME`` or hub name (loaded with eager attention), or an
             :class:`~probes.extraction.extractor.AttentionExtractor`.
-        corpus: GUM / CorefUD CoNLL-U file with ``Entity=`` annotation (scored).
+        corpus: GUM / CorefUD CoNLL-U file (or ``ud:en_gum:SPLIT``) with ``Entity=`` annotation (scored).
         select_on: another such file: heads are chosen on it and reported on ``corpus``.
         window: tokens per window, specials included (default: the model's maximum).
         stride: tokens between window starts (default: half a window).
         candidates, direction, antecedents, singletons, split_antecedents: options of
             :class:`~probes.analysis.coreference.AntecedentAccuracy`.
         batch_size, device, revision: how the model is loaded and run (ignored for an extractor).
+        on_long: ``skip``, ``truncate`` or ``window``: windows that still exceed the model's maximum.
+        limit: read at most this many documents of each corpus (all when None).
         n_resamples: bootstrap resamples for the intervals of the report.
         progress: progress bar on stderr.
     """
     make = partial(AntecedentAccuracy, candidates=candidates, direction=direction, antecedents=antecedents,
                    singletons=singletons, split_antecedents=split_antecedents)
     scorer = make()  # validates the options before the model loads
+    check_run_options(batch_size=batch_size, device=device, on_long=on_long, limit=limit, n_resamples=n_resamples)
     t0 = time.perf_counter()
     extractor, result, facts, selection, sel_facts = _score_corpora(
-        make, model, corpus, select_on, bridges=False, window=window, stride=stride,
-        load={"revision": revision, "device": device, "batch_size": batch_size, "progress": progress})
+        make, model, corpus, select_on, bridges=False, window=window, stride=stride, limit=limit,
+        load={"revision": revision, "device": device, "batch_size": batch_size, "progress": progress,
+              "on_long": on_long})
     definitions = {**COREF_DEFINITIONS, "split_antecedents": SPLIT_ANTECEDENT_DEFINITIONS[scorer.split_antecedents]}
     record = run_record(
-        "coref", options={**_options(model, corpus, select_on, window, stride, direction), **scorer.options},
+        "coref", options={**_options(model, corpus, select_on, window, stride, direction, limit), **scorer.options},
         definitions=definitions, model=extractor.info(), data=facts, selection_data=sel_facts,
-        counts=result.counts, extraction_report=extractor.report.as_dict(),
+        counts=result.counts, inputs=_inputs(facts, sel_facts), extraction_report=extractor.report.as_dict(),
         seconds=round(time.perf_counter() - t0, 2), versions=versions(), indexing=INDEXING_NOTE)
     return CoreferenceRun(result, selection, record, n_resamples)
 
@@ -278,6 +319,8 @@ def bridging(
     batch_size: int = 4,
     device: str | None = None,
     revision: str | None = None,
+    on_long: str = "skip",
+    limit: int | None = None,
     n_resamples: int = 1000,
     progress: bool = True,
 ) -> BridgingRun:
@@ -291,30 +334,41 @@ def bridging(
         window, stride: as in :func:`coreference`.
         direction: ``anaphor_to_antecedent`` | ``antecedent_to_anaphor``.
         batch_size, device, revision: how the model is loaded and run (ignored for an extractor).
+        on_long, limit: as in :func:`coreference`.
         n_resamples: bootstrap resamples for the intervals of the report.
         progress: progress bar on stderr.
     """
     make = partial(BridgingScores, direction=direction)
     make()  # validates the options before the model loads
+    check_run_options(batch_size=batch_size, device=device, on_long=on_long, limit=limit, n_resamples=n_resamples)
     t0 = time.perf_counter()
     extractor, result, facts, selection, sel_facts = _score_corpora(
-        make, model, corpus, select_on, bridges=True, window=window, stride=stride,
-        load={"revision": revision, "device": device, "batch_size": batch_size, "progress": progress})
+        make, model, corpus, select_on, bridges=True, window=window, stride=stride, limit=limit,
+        load={"revision": revision, "device": device, "batch_size": batch_size, "progress": progress,
+              "on_long": on_long})
     record = run_record(
-        "bridging", options=_options(model, corpus, select_on, window, stride, direction),
+        "bridging", options=_options(model, corpus, select_on, window, stride, direction, limit),
         definitions=BRIDGING_DEFINITIONS, model=extractor.info(), data=facts, selection_data=sel_facts,
-        counts=result.counts, extraction_report=extractor.report.as_dict(),
+        counts=result.counts, inputs=_inputs(facts, sel_facts), extraction_report=extractor.report.as_dict(),
         seconds=round(time.perf_counter() - t0, 2), versions=versions(), indexing=INDEXING_NOTE)
     return BridgingRun(result, selection, record, n_resamples)
 
 
 # ---------------------------------------------------------------------------------- steps
+def _inputs(facts: dict[str, Any], sel_facts: dict[str, Any] | None) -> dict[str, Any]:
+    """The run's ``inputs`` section (windows seen, analysed, skipped, truncated, windowed, by id), per corpus."""
+    out = {"report": facts.pop("inputs")}
+    if sel_facts is not None:
+        out["select"] = sel_facts.pop("inputs")
+    return out
+
+
 def _options(model: Any, corpus: str | Path, select_on: str | Path | None, window: int | None,
-             stride: int | None, direction: str) -> dict[str, Any]:
+             stride: int | None, direction: str, limit: int | None = None) -> dict[str, Any]:
     name = model if isinstance(model, (str, Path)) else getattr(model, "name_or_path", None)
     return {"model": None if name is None else str(name), "corpus": str(corpus),
             "select_on": None if select_on is None else str(select_on),
-            "window": window, "stride": stride, "direction": direction}
+            "window": window, "stride": stride, "direction": direction, "limit": limit}
 
 
 def _check_annotated(corpus: str | Path, *, bridges: bool) -> None:
@@ -328,17 +382,18 @@ def _check_annotated(corpus: str | Path, *, bridges: bool) -> None:
     raise ConfigError(f"expected {what}, found none; give a GUM / CorefUD CoNLL-U file", path=Path(corpus))
 
 
-def _extractor(model: Any, *, revision: str | None, device: str | None, batch_size: int, progress: bool) -> Any:
-    """``model`` itself when it is an extractor, else one loaded from its name (windows too long are skipped)."""
+def _extractor(model: Any, *, revision: str | None, device: str | None, batch_size: int, progress: bool,
+               on_long: str = "skip") -> Any:
+    """``model`` itself when it is an extractor, else one loaded from its name (``on_long``: windows too long)."""
     if not isinstance(model, (str, Path)):
         return model
-    return load_extractor(model, revision=revision, device=device, batch_size=batch_size, on_long="skip",
+    return load_extractor(model, revision=revision, device=device, batch_size=batch_size, on_long=on_long,
                           progress=progress)
 
 
 def _score_corpora(make: Callable[[], Any], model: Any, corpus: str | Path, select_on: str | Path | None, *,
-                   bridges: bool, window: int | None, stride: int | None, load: Mapping[str, Any]
-                   ) -> tuple[Any, Any, dict[str, Any], Any, dict[str, Any] | None]:
+                   bridges: bool, window: int | None, stride: int | None, load: Mapping[str, Any],
+                   limit: int | None = None) -> tuple[Any, Any, dict[str, Any], Any, dict[str, Any] | None]:
     """Load the model, score ``corpus`` with a ``make()`` scorer and, if given, ``select_on`` with another.
 
     Returns:
@@ -348,31 +403,50 @@ def _score_corpora(make: Callable[[], Any], model: Any, corpus: str | Path, sele
     if window is not None and window < 3 or stride is not None and stride < 1:
         raise ConfigError(f"--window/--stride: expected a window over 2 tokens and a positive stride, "
                           f"found {window} and {stride}")
+    corpus = resolve_treebank(corpus)  # a file, or ud:en_gum:SPLIT from the registry
+    select_on = None if select_on is None else resolve_treebank(select_on)
     for path in (corpus, select_on):
         if path is not None:
             _check_annotated(path, bridges=bridges)
     extractor = _extractor(model, **load)
-    result, facts = _scan(extractor, Path(corpus), window, stride, make())
+    result, facts = _scan(extractor, Path(corpus), window, stride, make(), limit)
     selection = sel_facts = None
     if select_on is not None:
-        selection, sel_facts = _scan(extractor, Path(select_on), window, stride, make())
+        selection, sel_facts = _scan(extractor, Path(select_on), window, stride, make(), limit)
     return extractor, result, facts, selection, sel_facts
 
 
+def _count_documents(corpus: str | Path, limit: int | None) -> int:
+    """Documents of a CoNLL-U file as :func:`~probes.corpora.read_documents` splits them (``# newdoc`` lines; a
+    file without any is one document), at most ``limit``: the progress bar's total, from a quick text scan."""
+    with open(corpus, "rb") as fh:
+        n = sum(1 for line in fh if line.startswith(b"# newdoc")) or 1
+    return n if limit is None else min(n, limit)
+
+
+def _noting(pairs: Iterable[tuple[Any, Any]], yielded: dict[str, bool]) -> Iterator[tuple[Any, Any]]:
+    """``pairs`` as they are, noting in ``yielded`` each window's id and whether it was run in windows itself."""
+    for k, (window, attention) in enumerate(pairs):
+        yielded[item_id(window, k)] = "windows" in attention.meta
+        yield window, attention
+
+
 def _scan(extractor: Any, corpus: Path, window: int | None, stride: int | None,
-          scorer: Any) -> tuple[Any, dict[str, Any]]:
-    """Read ``corpus``, window it, stream its attention through ``scorer``; returns its result and the run facts."""
+          scorer: Any, limit: int | None = None) -> tuple[Any, dict[str, Any]]:
+    """Read ``corpus`` (its first ``limit`` documents), window it, stream its attention through ``scorer``;
+    returns its result and the run facts."""
     from probes.corpora import read_documents
     from probes.extraction.windows import iter_windows
 
     size = window or extractor.max_tokens
     if size > extractor.max_tokens:
         raise ConfigError(f"--window: expected at most the model's {extractor.max_tokens} tokens, found {size}")
-    facts: dict[str, Any] = {"corpus": str(corpus), "sha256": file_sha256(corpus), "documents": 0, "sentences": 0,
-                             "words": 0, "windows": 0, "window_words": 0, "split_windows": 0}
+    facts: dict[str, Any] = {"corpus": str(Path(corpus).resolve()), "sha256": file_sha256(corpus), "documents": 0,
+                             "sentences": 0, "words": 0, "windows": 0, "window_words": 0, "split_windows": 0}
+    seen: list[str] = []  # ids of the windows made, in order
 
     def documents() -> Iterator[Any]:
-        for doc in read_documents(corpus):
+        for doc in itertools.islice(read_documents(corpus), limit):
             facts["documents"] += 1
             facts["sentences"] += len(doc.sentences)
             facts["words"] += doc.n_words
@@ -383,11 +457,20 @@ def _scan(extractor: Any, corpus: Path, window: int | None, stride: int | None,
             facts["windows"] += 1
             facts["window_words"] += w.n_words
             facts["split_windows"] += w.split
+            seen.append(item_id(w, len(seen)))
             yield w
 
     start = time.perf_counter()
-    done = stream(extractor.iter_words(windows(), words=lambda w: w.words), {"scores": scorer})
+    total = _count_documents(corpus, limit) if getattr(extractor, "progress", False) else None
+    pairs = extractor.iter_words(windows(), words=lambda w: w.words, desc=f"{Path(corpus).name} (documents)",
+                                 total=total, unit="doc", advance=lambda w: int(w.end >= w.document.n_words))
+    yielded: dict[str, bool] = {}  # window id -> whether the extractor ran it in windows of its own
+    done = stream(_noting(pairs, yielded), {"scores": scorer})
     facts["windows_skipped_by_extractor"] = facts["windows"] - done.n_items + len(done.skipped)
+    facts["inputs"] = inputs_record(
+        len(seen), done.n_items - len(done.skipped), skipped=[i for i in seen if i not in yielded],
+        truncated=[i for i, _ in done.skipped], windowed=[i for i, w in yielded.items() if w], unit="windows",
+        max_tokens=extractor.max_tokens, data=Path(corpus).name)
     facts["seconds"] = round(time.perf_counter() - start, 2)
     facts["window_tokens"] = size
     facts["stride_tokens"] = stride if stride is not None else "half the window"

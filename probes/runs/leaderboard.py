@@ -18,6 +18,7 @@ reported again without the model::
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -35,9 +36,17 @@ from probes.analysis.relations import ALL
 from probes.errors import ConfigError
 from probes.heads.selection import LEADERBOARD_COLUMNS, LeaderboardRow, leaderboard_rows
 from probes.reports.leaderboard import format_leaderboard, write_leaderboard
-from probes.reports.record import data_record, run_record, store_record
+from probes.reports.record import (
+    FIGURE_FORMATS,
+    data_record,
+    inputs_lines,
+    inputs_record,
+    prepare_out_dir,
+    run_record,
+    store_record,
+)
 from probes.results import Result, require_pandas
-from probes.runs.inputs import data_name, load_extractor, open_attention_store, read_sentences, store_name
+from probes.runs.inputs import check_run_options, data_name, load_extractor, open_attention_store, read_sentences, store_name
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -96,13 +105,29 @@ class Leaderboard(Result):
         """The rows as a terminal table (``"text"``) or GitHub Markdown (``"markdown"``), in percent, 1-based."""
         return format_leaderboard(self.rows, fmt)
 
-    def write(self, out_dir: str | Path, *, figures: bool = True) -> dict[str, Path]:
+    def notes(self) -> str:
+        """What happened to the inputs, one line per split: how many were analysed and, by id, every
+        sentence skipped, truncated or run in windows (the console summary; also in ``leaderboard.md``)."""
+        return "\n".join(f"Inputs, {line}" for line in inputs_lines(self.record.get("inputs", {})))
+
+    summary = notes
+
+    def write(self, out_dir: str | Path, *, figures: bool = True, figure_format: str = "png",
+              overwrite: bool = False) -> dict[str, Path]:
         """Write ``leaderboard.{md,csv,json}``, ``scores.csv``, ``figures/``, each extra analysis' saved result
-        (``analyses/NAME/``) and ``run.json``; the paths by name."""
+        (``analyses/NAME/``) and ``run.json``; the paths by name.
+
+        Args:
+            out_dir: the folder; refused (ConfigError) when it holds other files than a previous output of
+                the same command, unless ``overwrite``.
+            figures, figure_format: whether to draw the figures, and as ``png``, ``svg`` or ``pdf``.
+        """
+        _check_figure_format(figure_format)
+        prepare_out_dir(out_dir, self.record.get("command"), overwrite=overwrite)
         saved = {f"analyses/{name}": result.save(Path(out_dir) / "analyses" / name)
                  for name, result in self.analyses.items()}
         paths, _ = write_leaderboard(self.rows, self.report, out_dir, select=self.select, record=self.record,
-                                     figures=figures, extra=saved)
+                                     figures=figures, extra=saved, figure_format=figure_format)
         return paths
 
     def to_pandas(self) -> pd.DataFrame:
@@ -118,6 +143,11 @@ class Leaderboard(Result):
                  else f"selected and reported on {self.reported_on}")
         model = html.escape(str(self.record.get("model", "model")))
         return f"<p><b>Leaderboard</b>: {model}, {html.escape(where)}</p>" + self.to_pandas()._repr_html_()
+
+
+def _check_figure_format(figure_format: str) -> None:
+    if figure_format not in FIGURE_FORMATS:
+        raise ConfigError(f"figure_format: expected one of {', '.join(FIGURE_FORMATS)}, found {figure_format!r}")
 
 
 def score_split(pairs: Pairs, *, poss_rule: bool = True, analyses: Sequence[str] = ()) -> StreamResult:
@@ -142,8 +172,17 @@ def check_analyses(names: Sequence[str]) -> tuple[str, ...]:
 
 def _counts(split: StreamResult) -> dict[str, int]:
     heads: HeadScores = split["heads"]
-    return {"sentences": heads.n_units, "words": int(heads.total[heads.index(ALL)]) if ALL in heads.relations else 0,
-            "skipped_truncated": len(split.skipped)}
+    return {"sentences": heads.n_units, "words": int(heads.total[heads.index(ALL)]) if ALL in heads.relations else 0}
+
+
+def _inputs(split: StreamResult, name: str, extraction: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The split's ``inputs`` entry: ``extraction`` holds the ids the extractor skipped or windowed (filled
+    by :func:`_tracked` while the split ran); truncated ones are those the driver gave to no analysis."""
+    extraction = extraction or {}
+    skipped = list(extraction.get("skipped", ()))
+    return inputs_record(split.n_items + len(skipped), split.n_items - len(split.skipped), skipped=skipped,
+                         truncated=[i for i, _ in split.skipped], windowed=list(extraction.get("windowed", ())),
+                         max_tokens=extraction.get("max_tokens"), data=name)
 
 
 def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
@@ -166,11 +205,14 @@ def leaderboard_from_pairs(
     exclude: Sequence[str] = ("root", "punct"),
     poss_rule: bool = True,
     analyses: Sequence[str] = (),
+    extraction: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Leaderboard:
     """Score ``(sentence, attention)`` pairs (report, optionally selection), select heads, compute intervals.
 
-    ``record`` (model, data ...) is extended with names, counts, options and timings. ``analyses``
-    (registered names) run in the same pass over the report pairs.
+    ``record`` (model, data ...) is extended with names, counts, options, timings and ``inputs``.
+    ``analyses`` (registered names) run in the same pass over the report pairs. ``extraction``: per split
+    (``report``, ``select``), the ids the producer skipped (``skipped``) or ran in windows (``windowed``)
+    and its ``max_tokens``, read once the split has run.
     """
     analyses = check_analyses(analyses)
     select = score_split(select_pairs, poss_rule=poss_rule) if select_pairs is not None else None
@@ -190,6 +232,9 @@ def leaderboard_from_pairs(
         "held_out_selection": select is not None,
         "counts": {"report": _counts(report), **({"select": _counts(select)} if select else {}),
                    "relations_listed": len(rows)},
+        "inputs": {"report": _inputs(report, report_name, (extraction or {}).get("report")),
+                   **({"select": _inputs(select, str(select_name), (extraction or {}).get("select"))}
+                      if select else {})},
         "options": {"poss_rule": poss_rule, "min_count": min_count, "exclude": list(exclude),
                     "relations": list(relations) if relations else None, "bootstrap": dict(_BOOTSTRAP),
                     "analyses": list(analyses),
@@ -203,30 +248,32 @@ def leaderboard_from_pairs(
                        select["baselines"] if select else None, full, {n: report[n] for n in analyses})
 
 
-def _sentences(data: str | Path | Sequence[Sentence], what: str) -> tuple[list[Sentence], dict[str, Any], str]:
-    """``(sentences, data record, name)`` of a treebank spec, or of sentences given as such."""
+def _sentences(data: str | Path | Sequence[Sentence], what: str, limit: int | None = None
+               ) -> tuple[list[Sentence], dict[str, Any], str]:
+    """``(sentences, data record, name)`` of a treebank spec, or of sentences given as such (the first ``limit``)."""
     if isinstance(data, (str, Path)):
-        path, sentences = read_sentences(data)
+        path, sentences = read_sentences(data, limit)
         return sentences, data_record(str(data), path, len(sentences)), data_name(data)
-    sentences = list(data)
+    sentences = list(data)[:limit]
     return sentences, {"sentences": len(sentences)}, f"{what} data"
 
 
 def _from_model(model: str | Path | AttentionExtractor, treebank: str | Path | Sequence[Sentence],
                 select_on: str | Path | Sequence[Sentence] | None, *, batch_size: int, device: str | None,
-                progress: bool) -> tuple[Any, Any, str, str | None, dict[str, Any]]:
+                progress: bool, on_long: str = "skip", limit: int | None = None
+                ) -> tuple[Any, Any, str, str | None, dict[str, Any]]:
     """Run a model on treebanks: ``(report_pairs, select_pairs, report_name, select_name, record)``."""
     from probes.extraction.loading import resolve_model
 
     given = not isinstance(model, (str, Path))
     model_path = None if given else resolve_model(str(model))  # a bad name fails before any reading
     t_read = time.perf_counter()
-    report_sents, report_data, report_name = _sentences(treebank, "report")
-    select = _sentences(select_on, "selection") if select_on is not None else None
+    report_sents, report_data, report_name = _sentences(treebank, "report", limit)
+    select = _sentences(select_on, "selection", limit) if select_on is not None else None
     reading_s = time.perf_counter() - t_read
     t_load = time.perf_counter()
     extractor = model if given else load_extractor(model_path, batch_size=batch_size, device=device,  # type: ignore
-                                                   progress=progress)
+                                                   progress=progress, on_long=on_long)
     model_load_s = time.perf_counter() - t_load
     record: dict[str, Any] = {
         "model": str(model) if not given else extractor.name_or_path, "model_path": model_path,
@@ -236,28 +283,68 @@ def _from_model(model: str | Path | AttentionExtractor, treebank: str | Path | S
                     "device": str(extractor.device) if given else device},
         "timings": {"reading_s": reading_s, "model_load_s": model_load_s},
         "extraction_report": extractor.report,  # replaced by its final dict after the run
+        "extraction": {},  # per split: ids skipped / windowed, filled while the split runs
     }
-    select_pairs = extractor.iter_attention(select[0]) if select else None
-    return extractor.iter_attention(report_sents), select_pairs, report_name, select[2] if select else None, record
+    select_pairs = _tracked(extractor, select[0], "selection split", record["extraction"], "select") if select else None
+    report_pairs = _tracked(extractor, report_sents, "report split", record["extraction"], "report")
+    return report_pairs, select_pairs, report_name, select[2] if select else None, record
 
 
-def _from_stores(store: Any, select_store: Any) -> tuple[Any, Any, str, str | None, dict[str, Any]]:
+def _tracked(extractor: AttentionExtractor, sentences: Sequence[Sentence], desc: str,
+             sink: dict[str, Any], split: str) -> Pairs:
+    """``extractor``'s pairs of ``sentences`` (progress bar labelled ``desc``); when they are all out,
+    ``sink[split]`` gets the ids it skipped or ran in windows during this split (its report is cumulative)."""
+    report = extractor.report
+    before = {key: len(getattr(report, key)) for key in ("skipped", "windowed")}
+    yield from extractor.iter_attention(sentences, desc=desc, total=len(sentences))
+    sink[split] = {key: list(getattr(report, key)[n:]) for key, n in before.items()}
+    sink[split]["max_tokens"] = report.max_tokens
+
+
+def _store_pairs(store: Any, desc: str, progress: bool, limit: int | None) -> Pairs:
+    """A store's pairs, with a progress bar labelled ``desc`` counting up to its length (or ``limit``)."""
+    import sys
+
+    from tqdm.auto import tqdm
+
+    total = len(store) if limit is None else min(len(store), limit)
+    return tqdm(iter(store), desc=desc, total=total, unit="sent", file=sys.stderr, disable=not progress,
+                dynamic_ncols=True, mininterval=0.5)
+
+
+def _store_extraction(store: Any) -> dict[str, Any]:
+    """What the extractor that wrote ``store`` skipped or ran in windows (the store's report)."""
+    report = getattr(store, "report", {}) or {}
+    return {"skipped": list(report.get("skipped", ())), "windowed": list(report.get("windowed", ())),
+            "max_tokens": (getattr(store, "info", {}) or {}).get("max_tokens")}
+
+
+def _from_stores(store: Any, select_store: Any, progress: bool = False, limit: int | None = None
+                 ) -> tuple[Any, Any, str, str | None, dict[str, Any]]:
     """Read attention stores: ``(report_pairs, select_pairs, report_name, select_name, record)``."""
     report = store if hasattr(store, "info") else open_attention_store(store, "--store")
     select = None
     if select_store is not None:
         select = select_store if hasattr(select_store, "info") else open_attention_store(select_store,
                                                                                           "--select-store")
-        a, b = ({k: st.info.get(k) for k in _SAME_EXTRACTION} for st in (report, select))
-        if a != b:
-            raise ConfigError(f"--store and --select-store hold attention of different models or options: "
-                              f"{a} vs {b}")
+        _check_same_extraction(report.info, select.info)
     info = report.info
     record = {"model": info.get("model", str(report.path)), "extractor": dict(info),
               "data": {"report": store_record(report), **({"select": store_record(select)} if select else {})},
-              "options": {"batch_size": None, "device": None}}
-    return (iter(report), iter(select) if select is not None else None, store_name(report),
+              "options": {"batch_size": None, "device": None},
+              "extraction": {"report": _store_extraction(report),
+                             **({"select": _store_extraction(select)} if select is not None else {})}}
+    select_pairs = _store_pairs(select, "selection split (store)", progress, limit) if select is not None else None
+    return (_store_pairs(report, "report split (store)", progress, limit), select_pairs, store_name(report),
             store_name(select) if select is not None else None, record)
+
+
+def _check_same_extraction(report: Mapping[str, Any], select: Mapping[str, Any]) -> None:
+    """ConfigError naming only the extraction options in which two stores differ."""
+    differ = [k for k in _SAME_EXTRACTION if report.get(k) != select.get(k)]
+    if differ:
+        shown = "; ".join(f"{k} {report.get(k)!r} vs {select.get(k)!r}" for k in differ)
+        raise ConfigError(f"--store and --select-store hold attention of different models or options: {shown}")
 
 
 def leaderboard(
@@ -275,6 +362,8 @@ def leaderboard(
     poss_rule: bool = True,
     batch_size: int = 32,
     device: str | None = None,
+    on_long: str = "skip",
+    limit: int | None = None,
     progress: bool = False,
     preload_figures: bool = False,
     record: Mapping[str, Any] | None = None,
@@ -291,6 +380,9 @@ def leaderboard(
         relations, min_count, exclude: which relations to list.
         poss_rule: score ``nmod:poss`` through the following ``'s`` (Clark et al.'s rule).
         batch_size, device, progress: for the extractor built from ``model``.
+        on_long: ``skip``, ``truncate`` or ``window``: what the extractor built from ``model`` does with
+            sentences over the model's maximum.
+        limit: read at most this many sentences of each treebank (all when None).
         preload_figures: import matplotlib while the model runs (when the board will be written with figures).
         record: extra fields for the run record (``command``, ``options`` ...).
         analyses: more analyses to run in the same pass over the report data, by registered name
@@ -307,20 +399,27 @@ def leaderboard(
     if model is not None and (treebank is None or select_store is not None):
         raise ConfigError("with a model give treebank (the data to report on) and select_on, not select_store")
     analyses = check_analyses(analyses)  # before any work
+    check_run_options(batch_size=batch_size, device=device, on_long=on_long, limit=limit)
     if preload_figures:  # matplotlib's import overlaps the model run instead of adding to the writing time
         from probes.reports.figures import preload
 
         threading.Thread(target=preload, name="probes-preload", daemon=True).start()
     if model is not None:
         report_pairs, select_pairs, report_name, sel_name, inputs = _from_model(
-            model, treebank, select_on, batch_size=batch_size, device=device, progress=progress)  # type: ignore
+            model, treebank, select_on, batch_size=batch_size, device=device, progress=progress,  # type: ignore
+            on_long=on_long, limit=limit)
     else:
-        report_pairs, select_pairs, report_name, sel_name, inputs = _from_stores(store, select_store)
+        report_pairs, select_pairs, report_name, sel_name, inputs = _from_stores(store, select_store, progress, limit)
+        if limit is not None:  # the first sentences of each store, as for treebanks
+            report_pairs = itertools.islice(report_pairs, limit)
+            select_pairs = None if select_pairs is None else itertools.islice(select_pairs, limit)
+    inputs["options"]["limit"] = limit
     extraction_report = inputs.pop("extraction_report", None)
+    extraction = inputs.pop("extraction", None)
     board = leaderboard_from_pairs(
         report_pairs, select_pairs=select_pairs, report_name=name or report_name, select_name=select_name or sel_name,
         record=_merge(run_record("probes.leaderboard", **inputs), record or {}), relations=relations,
-        min_count=min_count, exclude=exclude, poss_rule=poss_rule, analyses=analyses)
+        min_count=min_count, exclude=exclude, poss_rule=poss_rule, analyses=analyses, extraction=extraction)
     if extraction_report is None:
         return board
     return dataclasses.replace(board, record={**board.record, "extraction_report": extraction_report.as_dict()})

@@ -12,6 +12,7 @@ counts, timings and library versions (:mod:`probes.reports.probing`).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import time
@@ -46,9 +47,18 @@ from probes.reports.probing import (
     write_parsers,
     write_per_head,
 )
-from probes.reports.record import data_record, versions, write_record
+from probes.reports.record import (
+    FIGURE_FORMATS,
+    data_record,
+    inputs_lines,
+    inputs_record,
+    invocation,
+    prepare_out_dir,
+    versions,
+    write_record,
+)
 from probes.results import Result
-from probes.runs.inputs import load_extractor, open_attention_store, read_sentences
+from probes.runs.inputs import check_run_options, data_name, load_extractor, open_attention_store, read_sentences
 
 __all__ = ["PROBE_KINDS", "ParserRow", "ParserScorer", "LabelScores", "ProbeRun", "parse_kinds", "run_probes",
            "probe", "PARSER_COLUMNS", "PER_HEAD_COLUMNS"]
@@ -161,29 +171,57 @@ class ProbeRun(Result):
         listed = self.per_head_rows()[0] if self.per_head is not None else None
         return format_summary(self.parser_rows(), listed, self.facts["timings"])
 
-    def write(self, out_dir: str | Path, *, figures: bool = True) -> dict[str, Path]:
-        """Write the tables, (with ``figures``) the PNG heatmaps and ``run.json`` to ``out_dir``.
+    def notes(self) -> str:
+        """What happened to the inputs, one line per split: sentences used and, by id, every one skipped,
+        truncated or run in windows (the console summary; also in ``parsers.md`` / ``per_head.md``)."""
+        return "\n".join(f"Inputs, {line}" for line in inputs_lines(self.record.get("inputs", {})))
+
+    def summary(self) -> str:
+        """Same as :meth:`notes`."""
+        return self.notes()
+
+    def _subject(self) -> str:
+        """Model and evaluation data, as the figures' titles name them."""
+        model = str(self.record.get("model") or "model")
+        model = Path(model).name if Path(model).is_absolute() else model
+        data = (self.record.get("data") or {}).get("eval") or {}
+        name = data.get("spec") or data.get("store") or "evaluation data"
+        return f"{model} on {Path(name).name if Path(str(name)).is_absolute() else name}"
+
+    def write(self, out_dir: str | Path, *, figures: bool = True, figure_format: str = "png",
+              overwrite: bool = False) -> dict[str, Path]:
+        """Write the tables, (with ``figures``) the heatmaps and ``run.json`` to ``out_dir``.
+
+        Args:
+            out_dir: the folder; refused (ConfigError) when it holds other files than a previous output of
+                the same command, unless ``overwrite``.
+            figures, figure_format: whether to draw the heatmaps, and as ``png``, ``svg`` or ``pdf``.
 
         Returns:
             The files written, by path relative to ``out_dir`` (``run.json`` last).
         """
+        if figure_format not in FIGURE_FORMATS:
+            raise ConfigError(f"figure_format: expected one of {', '.join(FIGURE_FORMATS)}, found {figure_format!r}")
         t0 = time.perf_counter()
-        out = Path(out_dir)
+        out = prepare_out_dir(out_dir, self.record.get("command"), overwrite=overwrite)
         results: dict[str, Any] = dict(self.record)
         paths: dict[str, Path] = {}
+        look = {"subject": self._subject(), "fmt": figure_format}
+        inputs = inputs_lines(self.record.get("inputs", {}), limit=None)
         if self.parsers:
             results["parsers"] = self.parser_rows()
-            paths.update(write_parsers(results["parsers"], out, self.control))
+            paths.update(write_parsers(results["parsers"], out, self.control, inputs=inputs))
         if self.per_head is not None:
             rows, full = self.per_head_rows()
             results["per_head"] = {"listed": rows, "n_unseen_relation_words": self.per_head.n_unseen}
-            paths.update(write_per_head(rows, full, out))
+            paths.update(write_per_head(rows, full, out, inputs=inputs))
             if figures:
-                paths.update(per_head_figures(*_per_head_figure_data(self.per_head, self.per_head_control), out))
+                paths.update(per_head_figures(*_per_head_figure_data(self.per_head, self.per_head_control), out,
+                                              **look))
             if self.attn_weights is not None and figures:
-                paths.update(attn_weight_figure(self.attn_weights, out))
+                paths.update(attn_weight_figure(self.attn_weights, out, **look))
         if self.label is not None:
-            paths.update(_write_label(self.label, out, figures, results))
+            paths.update(_write_label(self.label, out, figures, results, look))
         results.update(self.facts)
         results["timings"] = {**self.facts["timings"], "writing_s": time.perf_counter() - t0}
         paths["run.json"] = write_record(results, out, paths.values())
@@ -465,12 +503,14 @@ def _per_head_rows(ph: PerHeadScores, ctl: PerHeadScores | None, min_count: int)
     return rows, full
 
 
-def _write_label(label: LabelScores, out: Path, figures: bool, results: dict[str, Any]) -> dict[str, Path]:
-    """Write the label probes' table (and figure); their summary goes into ``results["label"]``."""
+def _write_label(label: LabelScores, out: Path, figures: bool, results: dict[str, Any],
+                 look: Mapping[str, str] | None = None) -> dict[str, Path]:
+    """Write the label probes' table (and figure: ``look`` = subject and format); their summary goes into
+    ``results["label"]``."""
     rows, full, acc = label_rows(label.correct, label.total, label.n_heads)
     facts = {"n_layers": label.n_layers, "n_heads": label.n_heads, "n_labels": label.n_labels,
              "train_arcs_used": label.train_arcs_used, "train_arcs_seen": label.train_arcs_seen}
-    paths = write_label(rows, full, acc, facts, out, figures)
+    paths = write_label(rows, full, acc, facts, out, figures, **(look or {}))
     results["label"] = {"top": rows, "position_only": float(acc[-1]), "n_labels": label.n_labels,
                         "train_arcs_used": label.train_arcs_used, "train_arcs_seen": label.train_arcs_seen}
     return paths
@@ -489,27 +529,58 @@ def _per_head_figure_data(ph: PerHeadScores, ctl: PerHeadScores | None
 
 # ---------------------------------------------------------------------------------- from a model and treebanks
 class _Stream:
-    """A re-iterable ``(Sentence, WordAttention)`` stream: each pass runs the extractor again."""
+    """A re-iterable ``(Sentence, WordAttention)`` stream: each pass runs the extractor again.
 
-    def __init__(self, extractor: Any, sentences: list[Sentence]) -> None:
+    After a whole pass, :meth:`inputs` says what the extractor skipped, truncated or ran in windows in it.
+    """
+
+    def __init__(self, extractor: Any, sentences: list[Sentence], name: str | None = None) -> None:
         self.extractor = extractor
         self.sentences = sentences
+        self.name = name
+        self.extraction: dict[str, list[str]] = {}
 
     def __iter__(self) -> Iterator[Pair]:
-        return self.extractor.iter_attention(self.sentences)
+        return self._pass()
+
+    def _pass(self) -> Iterator[Pair]:
+        report = self.extractor.report
+        before = {key: len(getattr(report, key)) for key in ("skipped", "truncated", "windowed")}
+        yield from self.extractor.iter_attention(self.sentences)
+        self.extraction = {key: list(getattr(report, key)[n:]) for key, n in before.items()}
 
     def __len__(self) -> int:
         return len(self.sentences)
+
+    def inputs(self) -> dict[str, Any]:
+        """This split's ``inputs`` entry (of the last whole pass)."""
+        ids = self.extraction
+        truncated = ids.get("truncated", [])
+        skipped = ids.get("skipped", [])
+        return inputs_record(len(self.sentences), len(self.sentences) - len(skipped) - len(truncated),
+                             skipped=skipped, truncated=truncated, windowed=ids.get("windowed", []),
+                             max_tokens=self.extractor.max_tokens, data=self.name)
 
 
 class _Limited:
     """The first ``n`` pairs of a re-iterable stream (``None``: all of them)."""
 
-    def __init__(self, pairs: Any, n: int | None) -> None:
-        self.pairs, self.n = pairs, n
+    def __init__(self, pairs: Any, n: int | None, name: str | None = None) -> None:
+        self.pairs, self.n, self.name = pairs, n, name
 
     def __iter__(self) -> Iterator[Pair]:
         return iter(self.pairs) if self.n is None else itertools.islice(iter(self.pairs), self.n)
+
+    def __len__(self) -> int:
+        return len(self.pairs) if self.n is None else min(len(self.pairs), self.n)
+
+    def inputs(self) -> dict[str, Any]:
+        """This split's ``inputs`` entry, from the report of the store's extraction."""
+        report = getattr(self.pairs, "report", {}) or {}
+        skipped, truncated = list(report.get("skipped", ())), list(report.get("truncated", ()))
+        return inputs_record(len(self) + len(skipped), len(self) - len(truncated), skipped=skipped,
+                             truncated=truncated, windowed=list(report.get("windowed", ())),
+                             max_tokens=(getattr(self.pairs, "info", {}) or {}).get("max_tokens"), data=self.name)
 
 
 def probe(
@@ -526,9 +597,11 @@ def probe(
     random_init: bool = True,
     max_train: int | None = None,
     max_eval: int | None = None,
+    limit: int | None = None,
     min_count: int = 100,
     batch_size: int = 32,
     device: str | None = None,
+    on_long: str = "skip",
     seed: int = 0,
     progress: bool = True,
 ) -> ProbeRun:
@@ -545,24 +618,24 @@ def probe(
         epochs: passes over the training data.
         control: train control-task twins and report selectivity (Hewitt & Liang 2019).
         random_init: add Attn+Emb on a randomly initialised copy of the model (needs ``model`` and treebanks).
-        max_train, max_eval: use only the first N sentences of each split.
+        max_train, max_eval, limit: use only the first N sentences of each split (``limit``: of both).
         min_count: least words for a relation to be listed.
         batch_size, device: how the model runs (``device`` also trains the probes).
+        on_long: ``skip``, ``truncate`` or ``window``: sentences over the model's maximum.
         seed: seed of probes, control task and random-init model.
         progress: progress bars on stderr.
     """
     kinds = parse_kinds(kinds)
-    if train_store is None and (model is None or train_data is None):
-        raise ConfigError("give --model and --train (run the model), or --store-train (read stored attention)")
-    if eval_store is None and (model is None or eval_data is None):
-        raise ConfigError("give --model and --eval (run the model), or --store-eval (read stored attention)")
-    record: dict[str, Any] = {"command": "probes probe", "data": {},
+    check_run_options(batch_size=batch_size, device=device, on_long=on_long, limit=limit)
+    max_train, max_eval = (limit if n is None else n for n in (max_train, max_eval))
+    _check_sources(model, train_data, eval_data, train_store, eval_store)
+    record: dict[str, Any] = {"command": "probes probe", "invocation": invocation(), "data": {},
                               "options": {"batch_size": batch_size, "max_train": max_train, "max_eval": max_eval}}
     timings: dict[str, float] = {}
     extractor = None
     if model is not None:
         t0 = time.perf_counter()
-        extractor = _extractor(model, batch_size=batch_size, device=device)
+        extractor = _extractor(model, batch_size=batch_size, device=device, on_long=on_long)
         timings["model_load_s"] = time.perf_counter() - t0
         record.update(model=str(model) if isinstance(model, (str, Path)) else extractor.name_or_path,
                       extractor=extractor.info())
@@ -584,16 +657,25 @@ def probe(
         rand_streams, record["random_init"] = _random_init_streams(extractor, sentences, batch_size=batch_size,
                                                                    device=device, seed=seed)
     record["timings_setup"] = timings
-    return run_probes(streams["train"], streams["eval"], kinds=kinds, vectors=emb, control=ctl,
-                      random_init=rand_streams, epochs=epochs, device=device, random_state=seed,
-                      min_count=min_count, record=record, progress=progress)
+    run = run_probes(streams["train"], streams["eval"], kinds=kinds, vectors=emb, control=ctl,
+                     random_init=rand_streams, epochs=epochs, device=device, random_state=seed,
+                     min_count=min_count, record=record, progress=progress)
+    return dataclasses.replace(run, record={**run.record, "inputs": {k: v.inputs() for k, v in streams.items()}})
 
 
-def _extractor(model: Any, *, batch_size: int, device: str | None) -> Any:
+def _check_sources(model: Any, train_data: Any, eval_data: Any, train_store: Any, eval_store: Any) -> None:
+    """Each split needs a model and a treebank, or a store."""
+    if train_store is None and (model is None or train_data is None):
+        raise ConfigError("give --model and --train (run the model), or --store-train (read stored attention)")
+    if eval_store is None and (model is None or eval_data is None):
+        raise ConfigError("give --model and --eval (run the model), or --store-eval (read stored attention)")
+
+
+def _extractor(model: Any, *, batch_size: int, device: str | None, on_long: str = "skip") -> Any:
     """``model`` itself when it is an extractor, else one loaded from its name."""
     if not isinstance(model, (str, Path)):
         return model
-    return load_extractor(model, batch_size=batch_size, device=device, progress=False)
+    return load_extractor(model, batch_size=batch_size, device=device, progress=False, on_long=on_long)
 
 
 def _open_split(extractor: Any, spec: str | Path | None, store: str | Path | None, limit: int | None, split: str
@@ -601,9 +683,10 @@ def _open_split(extractor: Any, spec: str | Path | None, store: str | Path | Non
     """``(pairs, record, sentences)`` of one split: a stored one (sentences None) or a treebank run live."""
     if store is not None:
         st = open_attention_store(store, f"--store-{split}")
-        return _Limited(st, limit), {"store": str(store), "info": dict(getattr(st, "info", {}) or {})}, None
+        return (_Limited(st, limit, Path(store).name),
+                {"store": str(Path(store).resolve()), "info": dict(getattr(st, "info", {}) or {})}, None)
     path, sents = read_sentences(str(spec), limit)
-    return _Stream(extractor, sents), data_record(str(spec), path, len(sents)), sents
+    return _Stream(extractor, sents, data_name(spec)), data_record(str(spec), path, len(sents)), sents
 
 
 def _static_vectors(kinds: Sequence[str], vectors: str | Path | None, extractor: Any) -> StaticVectors | None:
@@ -630,7 +713,7 @@ def _random_init_streams(extractor: Any, sentences: Mapping[str, list[Sentence]]
 
     rand_model, kept = random_init_copy(extractor.model, random_state=seed)
     rand_ex = AttentionExtractor(rand_model, extractor.tokenizer, batch_size=batch_size, device=device,
-                                 progress=False)
+                                 on_long=extractor.on_long, progress=False)
     streams = (_Stream(rand_ex, sentences["train"]), _Stream(rand_ex, sentences["eval"]))
     return streams, {"kept_pretrained": kept, "reinitialised": "everything else (normal(0, initializer_range) "
                      "weights, zero biases, LayerNorm 1/0)", "seed": seed}

@@ -11,13 +11,15 @@ import pytest
 from probes.analysis.baselines import OffsetBaseline, offset_baseline
 from probes.corpora.types import Sentence
 
+#: The published offset-baseline tables on UD English EWT (our spec's numbers, no corpus text), kept in
+#: the project so that the tests pinning them need no ``../shared`` folder.
+PUBLISHED = Path(__file__).resolve().parents[1] / "fixtures"
+#: Where the spec keeps them, when present: the copies must stay equal to it.
 RESEARCH = Path(__file__).resolve().parents[3] / "shared" / "research"
 
 
 def _published(split: str) -> dict[str, tuple[int, int, float]]:
-    path = RESEARCH / f"ewt_{split}_offsets.txt"
-    if not path.is_file():
-        pytest.skip(f"{path} not found")
+    path = PUBLISHED / f"ewt_{split}_offsets.txt"
     out = {}
     for line in path.read_text().splitlines():
         m = re.match(r"\s+(\S+)\s+(\d+)\s+best offset ([+-]\d+): ([\d.]+)", line)
@@ -90,6 +92,18 @@ def test_merge_equals_one_pass():
         assert np.array_equal(merged.correct[:, merged.index(rel)], whole.correct[:, whole.index(rel)])
         assert merged.positions[rel] == whole.positions[rel]
     assert np.array_equal(np.sort(merged.unit_positions, axis=0), np.sort(whole.unit_positions, axis=0))
+
+
+@pytest.mark.parametrize("split", ["dev", "test"])
+def test_published_tables_ship_with_the_tests(split):
+    """The pinned numbers are in the project (no ``../shared``): 33 relations, read whole."""
+    table = _published(split)
+    assert len(table) == 33
+    words = {"dev": 25147, "test": 25094}[split]  # EWT dev / test words
+    assert table["ALL"][0] == words and table["ALL-nopunct"][0] + table["punct"][0] == words
+    spec = RESEARCH / f"ewt_{split}_offsets.txt"
+    if spec.is_file():
+        assert (PUBLISHED / spec.name).read_bytes() == spec.read_bytes(), f"{spec.name} differs from the spec's"
 
 
 @pytest.mark.slow

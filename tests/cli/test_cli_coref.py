@@ -20,34 +20,35 @@ def tiny(fixtures_dir: Path) -> Path:
 
 
 def test_bad_candidate_set_is_one_error_line(tiny: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["coref", "--model", "unused", "--corpus", str(tiny), "--candidates", "nouns"])
+    code = main(["coref", "--model", "unused", "--treebank", str(tiny), "--candidates", "nouns"])
     err = capsys.readouterr().err
     assert code == 1
     assert err.strip() == "error: candidates: expected one of all, earlier, mentions, found 'nouns'"
 
 
 def test_bad_split_antecedents_option(tiny: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["coref", "--model", "unused", "--corpus", str(tiny), "--split-antecedents", "all"]) == 1
+    assert main(["coref", "--model", "unused", "--treebank", str(tiny), "--split-antecedents", "all"]) == 1
     assert capsys.readouterr().err.strip() == (
         "error: split_antecedents: expected one of any-part, ignore, found 'all'")
 
 
 @pytest.mark.parametrize("command", ["coref", "bridging"])
-def test_missing_corpus_is_a_usage_error(command: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main([command, "--model", "m", "--corpus", "/no/such/file.conllu"]) == 2
-    assert "does not exist" in capsys.readouterr().err
+def test_missing_corpus_is_one_error_line(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # the same error as every other command's missing --treebank, before the model ("m") loads
+    assert main([command, "--model", "m", "--treebank", "/no/such/file.conllu"]) == 1
+    assert capsys.readouterr().err.strip() == "error: /no/such/file.conllu: no such file"
 
 
 def test_bad_direction_and_stride(tiny: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["bridging", "--model", "m", "--corpus", str(tiny), "--direction", "up"]) == 1
+    assert main(["bridging", "--model", "m", "--treebank", str(tiny), "--direction", "up"]) == 1
     assert "direction: expected one of anaphor_to_antecedent, antecedent_to_anaphor" in capsys.readouterr().err
-    assert main(["coref", "--model", "m", "--corpus", str(tiny), "--stride", "0"]) == 1
+    assert main(["coref", "--model", "m", "--treebank", str(tiny), "--stride", "0"]) == 1
     assert "positive stride" in capsys.readouterr().err
 
 
 @pytest.mark.slow
 def test_window_over_the_model_maximum(tiny: Path, minilm_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["coref", "--model", str(minilm_path), "--corpus", str(tiny), "--window", "4096",
+    assert main(["coref", "--model", str(minilm_path), "--treebank", str(tiny), "--window", "4096",
                  "--no-progress"]) == 1
     assert "--window: expected at most the model's 512 tokens, found 4096" in capsys.readouterr().err
 
@@ -55,11 +56,12 @@ def test_window_over_the_model_maximum(tiny: Path, minilm_path: Path, capsys: py
 @pytest.mark.slow
 def test_coref_end_to_end(tiny: Path, minilm_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "coref"
-    code = main(["coref", "--model", str(minilm_path), "--corpus", str(tiny), "--out", str(out),
+    code = main(["coref", "--model", str(minilm_path), "--treebank", str(tiny), "--out", str(out),
                  "--no-progress", "--n-resamples", "50"])
     printed = capsys.readouterr().out
     assert code == 0
     assert "Rule-based sieve" in printed and "numbered from 1" in printed
+    assert f"Report: {out / 'coref_leaderboard.md'}" in printed
     for name in ("coref_leaderboard.md", "coref_leaderboard.csv", "coref_leaderboard.json", "scores.csv",
                  "run.json", "coref_heatmap.png", "coref_heatmaps.png"):
         assert (out / name).is_file(), name
@@ -89,7 +91,7 @@ def test_coref_end_to_end(tiny: Path, minilm_path: Path, tmp_path: Path, capsys:
 def test_bridging_end_to_end(tiny: Path, minilm_path: Path, tmp_path: Path,
                              capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "bridging"
-    assert main(["bridging", "--model", str(minilm_path), "--corpus", str(tiny), "--out", str(out),
+    assert main(["bridging", "--model", str(minilm_path), "--treebank", str(tiny), "--out", str(out),
                  "--select-on", str(tiny), "--no-progress", "--n-resamples", "50"]) == 0
     capsys.readouterr()
     run = json.loads((out / "run.json").read_text())
@@ -109,7 +111,7 @@ def test_corpus_without_annotation_fails_before_the_model_loads(
 ) -> None:
     plain = Path(__file__).resolve().parents[1] / "fixtures" / "corpora" / "mwt_empty.conllu"  # a treebank, no coreference
     # "--model unused" would fail to load: the annotation check must come first.
-    assert main([command, "--model", "unused", "--corpus", str(plain)]) == 1
+    assert main([command, "--model", "unused", "--treebank", str(plain)]) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: {plain}: expected") and what in err and len(err.splitlines()) == 1
 

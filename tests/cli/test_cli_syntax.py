@@ -128,8 +128,8 @@ def _float16_attention(monkeypatch):
 
     live = AttentionExtractor.iter_attention
 
-    def rounded(self, sentences):
-        for sentence, att in live(self, sentences):
+    def rounded(self, sentences, **kwargs):
+        for sentence, att in live(self, sentences, **kwargs):
             weights = att.weights.astype(np.float16).astype(np.float32)
             yield sentence, WordAttention(weights, att.is_special, att.layers, att.heads, att.meta)
 

@@ -18,6 +18,9 @@ from probes.corpora import read_treebank
 from probes.corpora.registry import (
     REGISTRY_PATH,
     SAMPLE_DIR,
+    CachedFile,
+    add_to_cache,
+    cache_status,
     fetch_treebank,
     is_registry_name,
     load_registry,
@@ -137,3 +140,102 @@ def test_bad_sample_split():
         resolve_treebank("sample:train")
     with pytest.raises(ConfigError, match="no split ''"):
         read_treebank("sample:")
+
+
+# ---- filling the cache from local files, offline (`probes data add`) ----
+
+OFFLINE = "http://127.0.0.1:9"  # nothing listens there: any download attempt fails at once
+
+
+def _offline_registry(sha: str | None, split: str = "dev") -> dict:
+    return {"treebanks": {"tb": {"files": {split: {"url": f"{OFFLINE}/tb-{split}.conllu", "sha256": sha}}}}}
+
+
+def test_add_checks_the_pinned_hash_then_resolves_with_no_network(tmp_path, caplog):
+    local = tmp_path / "my-copy.conllu"
+    local.write_text(CONLLU, encoding="utf-8")
+    reg, cache = _offline_registry(hashlib.sha256(CONLLU.encode()).hexdigest()), tmp_path / "cache"
+    (done,) = add_to_cache("ud:tb:dev", local, registry=reg, cache=cache)
+    assert done == CachedFile("ud:tb:dev", cache / "tb" / "tb-dev.conllu", done.sha256, pinned=True)
+    assert not (cache / "tb" / "checksums.json").exists()  # the registry's hash is the record
+    with caplog.at_level(logging.WARNING, logger="probes"):
+        path = resolve_treebank("ud:tb:dev", registry=reg, cache=cache)
+    assert path == done.path and path.read_text(encoding="utf-8") == CONLLU and not caplog.text
+    assert list(read_treebank(path))[0].words == ("Hi",)
+
+
+def test_add_refuses_a_file_whose_hash_is_not_the_registrys(tmp_path):
+    local = tmp_path / "other.conllu"
+    local.write_text(CONLLU.replace("Hi", "Ho"), encoding="utf-8")
+    with pytest.raises(InputError, match=r"other\.conllu: sha256 [0-9a-f]{64} is not the registry's 0{64} "
+                                         r"for ud:tb:dev: not the file the registry names \(http://127"):
+        add_to_cache("ud:tb:dev", local, registry=_offline_registry("0" * 64), cache=tmp_path / "cache")
+    assert not (tmp_path / "cache" / "tb" / "tb-dev.conllu").exists()
+
+
+def test_add_without_a_pinned_hash_records_it_like_a_first_download(tmp_path, caplog):
+    local = tmp_path / "tb-dev.conllu"
+    local.write_text(CONLLU, encoding="utf-8")
+    reg, cache = _offline_registry(None), tmp_path / "cache"
+    (done,) = add_to_cache("ud:tb:dev", local, registry=reg, cache=cache)
+    digest = hashlib.sha256(CONLLU.encode()).hexdigest()
+    assert not done.pinned and done.sha256 == digest
+    assert json.loads((cache / "tb" / "checksums.json").read_text()) == {f"{OFFLINE}/tb-dev.conllu": digest}
+    with caplog.at_level(logging.WARNING, logger="probes"):
+        assert resolve_treebank("ud:tb:dev", registry=reg, cache=cache) == done.path
+    assert "trusting" not in caplog.text  # already recorded: no first-use warning, no download
+    # another file for the same name is refused; the cached copy stays
+    local.write_text("changed", encoding="utf-8")
+    with pytest.raises(InputError, match=r"differs from the [0-9a-f]{64} recorded for ud:tb:dev .*delete "):
+        add_to_cache("ud:tb:dev", local, registry=reg, cache=cache)
+    assert done.path.read_text(encoding="utf-8") == CONLLU
+    # and a cached copy changed behind our back is caught on use
+    done.path.write_text("tampered", encoding="utf-8")
+    with pytest.raises(InputError, match="checksum mismatch|download failed"):
+        resolve_treebank("ud:tb:dev", registry=reg, cache=cache)
+
+
+def test_add_a_folder_takes_every_split_found_by_its_registry_file_name(tmp_path):
+    folder = tmp_path / "UD_TB"
+    folder.mkdir()
+    (folder / "tb-dev.conllu").write_text(CONLLU, encoding="utf-8")
+    (folder / "README.md").write_text("not a split", encoding="utf-8")
+    reg = {"treebanks": {"tb": {"files": {
+        "dev": {"url": f"{OFFLINE}/tb-dev.conllu", "sha256": None},
+        "test": {"url": f"{OFFLINE}/tb-test.conllu", "sha256": None}}}}}
+    done = add_to_cache("ud:tb", folder, registry=reg, cache=tmp_path / "cache")
+    assert [d.name for d in done] == ["ud:tb:dev"]
+    assert cache_status(registry=reg, cache=tmp_path / "cache") == [("ud:tb:dev", done[0].path), ("ud:tb:test", None)]
+    with pytest.raises(InputError, match=r"holds none of the files of ud:tb:test \(tb-test\.conllu\)"):
+        add_to_cache("ud:tb:test", folder, registry=reg, cache=tmp_path / "cache")
+    with pytest.raises(ConfigError, match=r"is a file: name its split, e\.g\. ud:tb:dev"):
+        add_to_cache("ud:tb", folder / "tb-dev.conllu", registry=reg, cache=tmp_path / "cache")
+    with pytest.raises(ConfigError, match="ships inside the package"):
+        add_to_cache("sample:dev", folder, registry=reg, cache=tmp_path / "cache")
+    with pytest.raises(InputError, match=r"nothing\.conllu: no such file or folder"):
+        add_to_cache("ud:tb:dev", tmp_path / "nothing.conllu", registry=reg, cache=tmp_path / "cache")
+
+
+def test_a_failed_download_says_how_to_add_a_local_copy(tmp_path):
+    with pytest.raises(InputError, match=r"download failed .*`probes data add ud:tb:dev FILE`"):
+        fetch_treebank("tb", "dev", registry=_offline_registry(None), cache=tmp_path)
+
+
+def test_cli_data_add_and_list(tmp_path, monkeypatch, capsys):
+    from probes.cli import main
+
+    monkeypatch.setenv("PROBES_CACHE", str(tmp_path / "cache"))
+    local = tmp_path / "copy.conllu"
+    local.write_text(CONLLU, encoding="utf-8")
+    assert main(["data", "add", "ud:en_ewt:dev", str(local)]) == 1  # not the registry's file
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "is not the registry's 531a54ff" in err and len(err.splitlines()) == 1
+    assert main(["data", "add", "ud:en_pud:test", str(local)]) == 0  # PUD pins no hash: recorded
+    out = capsys.readouterr().out
+    assert out.startswith("ud:en_pud:test: ") and "recorded" in out
+    assert main(["data", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"cache: {tmp_path / 'cache'}"
+    assert any(line.split() == ["ud:en_pud:test", str(tmp_path / "cache" / "en_pud" / "en_pud-ud-test.conllu")]
+               for line in lines)
+    assert sum("not cached" in line for line in lines) == len(lines) - 2

@@ -228,3 +228,35 @@ def test_cli_extract_bad_layers(bert: Path, tmp_path: Path, capsys: pytest.Captu
                  "--layers", "0", "--no-progress"])
     assert code == 1
     assert "error: --layers expects 1-based numbers" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("other", [corpus(7)[1:], corpus(4), corpus(9)], ids=["other", "fewer", "more"])
+def test_rejected_extract_leaves_a_finished_store_unchanged(bert: Path, tmp_path: Path,
+                                                             other: list[Sentence]) -> None:
+    """Issue 11 item 2: other sentences are refused before anything is written, so the store still reads."""
+    make = lambda: AttentionExtractor.from_pretrained(bert, progress=False)  # noqa: E731
+    extract_to_store(make(), corpus(6), tmp_path / "s", shard_size=3)
+    before = folder_bytes(tmp_path / "s")
+    with pytest.raises(StoreError, match="finished store of other sentences.*left unchanged"):
+        extract_to_store(make(), other, tmp_path / "s", shard_size=3)
+    assert folder_bytes(tmp_path / "s") == before
+    assert len(open_store(tmp_path / "s")) == 6
+
+
+def test_cli_rejected_extract_keeps_store_usable(bert: Path, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """`probes extract` of another treebank into a finished store fails, and `leaderboard --store` still works."""
+    from probes.cli import main
+
+    sample = REPO / "probes" / "corpora" / "sample"
+    store = tmp_path / "st"
+    args = ["extract", "--model", str(bert), "--store", str(store), "--no-progress", "--device", "cpu"]
+    assert main([*args, "--treebank", str(sample / "sample-dev.conllu")]) == 0
+    manifest = (store / "manifest.json").read_bytes()
+    capsys.readouterr()
+    assert main([*args, "--treebank", str(sample / "sample-test.conllu")]) == 1
+    assert "finished store of other sentences" in capsys.readouterr().err
+    assert (store / "manifest.json").read_bytes() == manifest
+    assert main(["leaderboard", "--store", str(store), "--out", str(tmp_path / "out"), "--no-figures",
+                 "--min-count", "5", "--no-progress"]) == 0, capsys.readouterr().err
+    assert "Report:" in capsys.readouterr().out
