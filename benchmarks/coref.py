@@ -69,6 +69,7 @@ def wrapped(command: list[str]) -> list[str]:
 def bare_child(model: str, corpus: str, window: int | None, batch_size: int) -> int:
     """(a), in this process: forward passes over every window, length-sorted; prints JSON seconds."""
     import torch
+    from extract import forward_seconds, sorted_batches  # benchmarks/extract.py: the same bare pass
 
     from probes.corpora import read_documents
     from probes.extraction.windows import iter_windows
@@ -79,25 +80,7 @@ def bare_child(model: str, corpus: str, window: int | None, batch_size: int) -> 
     size = window or extractor.max_tokens
     windows = list(iter_windows(read_documents(corpus), extractor.count_tokens, size))
     enc = [tokenizer(list(w.words), is_split_into_words=True)["input_ids"] for w in windows]
-    order = sorted(range(len(enc)), key=lambda i: len(enc[i]))
-    batches = []
-    for start in range(0, len(order), batch_size):
-        ids = [enc[i] for i in order[start : start + batch_size]]
-        width = max(map(len, ids))
-        x = torch.zeros(len(ids), width, dtype=torch.long)  # (B, T)
-        mask = torch.zeros(len(ids), width, dtype=torch.long)  # (B, T)
-        for b, row in enumerate(ids):
-            x[b, : len(row)] = torch.tensor(row)
-            mask[b, : len(row)] = 1
-        batches.append((x, mask))
-    start = time.perf_counter()
-    with torch.inference_mode():
-        for x, mask in batches:
-            out = model_(input_ids=x, attention_mask=mask, output_attentions=True)
-            if out.attentions is None:
-                sys.exit("the model returned no attention weights")
-            del out
-    seconds = time.perf_counter() - start
+    seconds = forward_seconds(model_, sorted_batches(enc, batch_size))
     print(json.dumps({"forward_s": seconds, "windows": len(windows),
                       "tokens": sum(map(len, enc)), "threads": torch.get_num_threads()}))
     return 0

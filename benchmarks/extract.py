@@ -45,6 +45,11 @@ def peak_rss_mb() -> float:
 def bare(model, tokenizer, word_lists: list[list[str]], batch_size: int) -> float:
     """(a) forward passes only, batched over the globally length-sorted corpus; returns seconds."""
     enc = [tokenizer(w, is_split_into_words=True)["input_ids"] for w in word_lists]
+    return forward_seconds(model, sorted_batches(enc, batch_size))
+
+
+def sorted_batches(enc: list[list[int]], batch_size: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Right-padded ``(input_ids, attention_mask)`` batches of the token id lists, sorted by length."""
     order = sorted(range(len(enc)), key=lambda i: len(enc[i]))
     batches = []
     for start in range(0, len(order), batch_size):
@@ -56,11 +61,18 @@ def bare(model, tokenizer, word_lists: list[list[str]], batch_size: int) -> floa
             x[b, : len(row)] = torch.tensor(row)
             mask[b, : len(row)] = 1
         batches.append((x, mask))
+    return batches
+
+
+def forward_seconds(model, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> float:
+    """Seconds of the bare forward passes (eager attention, weights returned) over ``batches``."""
     start = time.perf_counter()
     with torch.inference_mode():
         for x, mask in batches:
             out = model(input_ids=x, attention_mask=mask, output_attentions=True)
-            assert out.attentions is not None
+            if out.attentions is None:
+                sys.exit("the model returned no attention weights")
+            del out
     return time.perf_counter() - start
 
 
