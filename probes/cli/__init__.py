@@ -87,16 +87,24 @@ def _usage_error(exc: Exception) -> str:
     return f"error: {message}"
 
 
-def _bar_open() -> bool:
-    """Whether a tqdm progress bar is still open (its line on stderr is unfinished)."""
+def _close_bars() -> None:
+    """Close every open tqdm progress bar, so that each finishes its line now.
+
+    A bar left open is closed later, when its generator is collected, and would print its line
+    after (below) the error message.
+    """
     tqdm = sys.modules.get("tqdm")
-    return bool(tqdm is not None and len(getattr(tqdm.tqdm, "_instances", ())))
+    for bar in list(getattr(getattr(tqdm, "tqdm", None), "_instances", ())):
+        try:
+            bar.close()
+        except Exception:  # a bar that cannot be closed must not hide the error itself
+            pass
 
 
 def _interrupted(args: list[str]) -> int:
     hint = _RESUMABLE.get(_command(args) or "")
-    start = "\n" if _bar_open() else ""  # end a progress bar's unfinished line first
-    print(f"{start}error: interrupted{'; ' + hint if hint else ''}", file=sys.stderr, flush=True)
+    _close_bars()
+    print(f"error: interrupted{'; ' + hint if hint else ''}", file=sys.stderr, flush=True)
     return EXIT_INTERRUPTED
 
 
@@ -114,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
             return int(getattr(exc, "exit_code", 2))
         if state["debug"]:
             raise
+        _close_bars()
         print(_usage_error(exc), file=sys.stderr)
         return int(getattr(exc, "exit_code", 2))
     except _abort_errors():  # end of input at a prompt
@@ -124,11 +133,13 @@ def main(argv: list[str] | None = None) -> int:
     except (ProbesError, OSError, UnicodeDecodeError) as exc:
         if state["debug"]:
             raise
+        _close_bars()
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except Exception as exc:  # a bug: say so, briefly, unless --debug
         if state["debug"]:
             raise
+        _close_bars()
         print(f"error: internal error ({type(exc).__name__}: {exc}); rerun with --debug for the traceback",
               file=sys.stderr)
         return 1
