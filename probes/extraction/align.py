@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import torch
 
 __all__ = ["FROM_POOLS", "Alignment", "align_words", "alignment_from_word_ids", "check_tokenizer",
-           "pooling_matrices", "pool_batch", "pool_token_vectors"]
+           "pool_batch", "pool_token_vectors"]
 
 #: How the rows of a word's tokens are combined into the word's row.
 FROM_POOLS: tuple[str, ...] = ("mean", "first", "max")
@@ -169,31 +169,112 @@ def pool_token_vectors(vectors: npt.ArrayLike, alignment: Alignment) -> npt.NDAr
     return out[~alignment.is_special]
 
 
-def pooling_matrices(
-    alignments: Sequence[Alignment], n_tokens: int, n_positions: int, from_pool: str = "mean"
-) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
-    """Pooling matrices of a padded batch.
+#: From this many tokens (padded) columns are pooled by gathers; below it a product with the 0/1
+#: token-to-position matrix is cheaper (measured on CPU: equal near 160 tokens).
+_GATHER_TOKENS = 160
 
-    Returns:
-        ``P_from`` ``(B, n, T)``: row weights (1/count for ``mean``, one-hot first token for
-        ``first``; for ``max`` the indicator, used only for the shape) and ``P_to`` ``(B, T, n)``:
-        token-to-position indicator. Padding tokens and positions get all-zero rows/columns.
+
+@dataclass(frozen=True)
+class _Pooling:
+    """Indices and weights that pool one padded batch, built once and shared by every layer.
+
+    Words are contiguous token spans, so pooling is a segment sum along each axis, with no cancellation:
+    a position's row (or column) starts as its first token's and the word's other tokens are added to
+    it in token order. Rows: ``(B, H, T, D)`` is seen as ``B*H*T`` rows, the pooled ``(B, H, n, D)`` as
+    ``B*H*n``. Columns (``column_pool``): gathers along the last axis, or for short inputs a product with
+    the 0/1 token-to-position matrix.
     """
-    if from_pool not in FROM_POOLS:
-        raise ConfigError(f"from_pool must be one of {FROM_POOLS}, found {from_pool!r}")
-    p_to = np.zeros((len(alignments), n_tokens, n_positions), dtype=np.float32)  # (B, T, n)
-    p_from = np.zeros((len(alignments), n_positions, n_tokens), dtype=np.float32)  # (B, n, T)
+
+    row_first: torch.Tensor  # (B*H*n,) first token row of each position row (past an item's n: its row 0)
+    row_source: torch.Tensor  # (E,) the other token rows of multi-token words, in token order per head
+    row_target: torch.Tensor  # (E,) the position rows they are added to
+    # (B, T, n) 1 where token t belongs to position p (short inputs), or gather indices: (B, 1, 1, n+1)
+    # first token of each position (n: a dump column), (B, 1, 1, E') the other tokens, (B, 1, 1, E')
+    # their positions (padding: n).
+    column_pool: torch.Tensor | tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+    weight: torch.Tensor  # (B, 1, n, n) row weight (1/count for mean, else 1) times the column mask
+    columns: torch.Tensor  # (B, 1, 1, n) column mask: 1 for an item's own positions, else 0
+    token_row: torch.Tensor  # (B, 1, T, 1) position of each token, n for padding tokens (``max``)
+
+
+def _pooling(alignments: Sequence[Alignment], n_heads: int, n_tok: int, n_pos: int, from_pool: str,
+             device: torch.device) -> _Pooling:
+    """The :class:`_Pooling` of one padded batch."""
+    import torch
+
+    batch = len(alignments)
+    first = np.zeros((batch, n_pos + 1), dtype=np.int64)  # (B, n+1) first token of each position; n: dump
+    row_weight = np.zeros((batch, n_pos), dtype=np.float32)  # (B, n)
+    real = np.zeros((batch, n_pos), dtype=np.float32)  # (B, n)
+    token_row = np.full((batch, n_tok), n_pos, dtype=np.int64)  # (B, T)
+    # per item: the tokens after each word's first one (T_b',) and their positions (T_b',)
+    extras: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = []
     for b, al in enumerate(alignments):
-        t = np.arange(al.n_tokens)
-        p_to[b, t, al.token_position] = 1.0
-        if from_pool == "first":
-            first = np.ones(al.n_tokens, dtype=bool)
-            first[1:] = al.token_position[1:] != al.token_position[:-1]
-            p_from[b, al.token_position[first], t[first]] = 1.0
-        else:
-            counts = np.bincount(al.token_position, minlength=al.n_positions).astype(np.float32)
-            p_from[b, al.token_position, t] = 1.0 / counts[al.token_position]
-    return p_from, p_to
+        position = al.token_position  # (T_b,)
+        token = np.arange(al.n_tokens)  # (T_b,)
+        starts = np.ones(al.n_tokens, dtype=bool)
+        starts[1:] = position[1:] != position[:-1]
+        first[b, position[starts]] = token[starts]
+        counts = np.bincount(position, minlength=al.n_positions).astype(np.float32)  # (n_b,)
+        row_weight[b, : al.n_positions] = 1.0 / counts if from_pool == "mean" else 1.0
+        real[b, : al.n_positions] = 1.0
+        token_row[b, : al.n_tokens] = position
+        extras.append((token[~starts].astype(np.int64), position[~starts].astype(np.int64)))
+    heads = np.arange(batch * n_heads, dtype=np.int64).reshape(batch, n_heads, 1)  # (B, H, 1) flat (b, h)
+    row_source = [(heads[b] * n_tok + tok).ravel() for b, (tok, _) in enumerate(extras)]  # B x (H*T_b',)
+    row_target = [(heads[b] * n_pos + pos).ravel() for b, (_, pos) in enumerate(extras)]
+
+    def tensor(array: npt.NDArray[Any]) -> torch.Tensor:
+        return torch.from_numpy(np.ascontiguousarray(array)).to(device)
+
+    column_pool: torch.Tensor | tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+    if n_tok >= _GATHER_TOKENS:
+        width = max(tok.shape[0] for tok, _ in extras)
+        extra_token = np.zeros((batch, width), dtype=np.int64)  # (B, E')
+        extra_position = np.full((batch, width), n_pos, dtype=np.int64)  # (B, E'); padding -> dump column
+        for b, (tok, pos) in enumerate(extras):
+            extra_token[b, : tok.shape[0]], extra_position[b, : pos.shape[0]] = tok, pos
+        column_pool = (tensor(first[:, None, None, :]), tensor(extra_token[:, None, None, :]),
+                        tensor(extra_position[:, None, None, :]))
+    else:
+        to_np = np.zeros((batch, n_tok, n_pos), dtype=np.float32)  # (B, T, n)
+        for b, al in enumerate(alignments):
+            to_np[b, np.arange(al.n_tokens), al.token_position] = 1.0
+        column_pool = tensor(to_np)
+    return _Pooling(row_first=tensor((heads * n_tok + first[:, None, :n_pos]).ravel()),
+                    row_source=tensor(np.concatenate(row_source)), row_target=tensor(np.concatenate(row_target)),
+                    column_pool=column_pool, weight=tensor(row_weight[:, None, :, None] * real[:, None, None, :]),
+                    columns=tensor(real[:, None, None, :]), token_row=tensor(token_row[:, None, :, None]))
+
+
+def _pool_rows(rows: torch.Tensor, pooling: _Pooling, extras: bool = True) -> torch.Tensor:
+    """``(B*H*T, D)`` token rows (any float dtype) -> ``(B*H*n, D)`` float32 position rows (sums).
+
+    ``extras=False`` takes each position's first token row alone.
+    """
+    pooled = rows.index_select(0, pooling.row_first).float()  # (B*H*n, D)
+    if extras and pooling.row_source.numel():
+        extra = rows.index_select(0, pooling.row_source).float()  # (E, D)
+        # index_put_ adds in index order (a plain sum); index_add_ and scatter_add_ along rows are many
+        # times slower on CPU with 2 threads under load.
+        pooled.index_put_((pooling.row_target,), extra, accumulate=True)
+    return pooled
+
+
+def _pool_columns(x: torch.Tensor, pooling: _Pooling) -> torch.Tensor:
+    """``(B, H, R, T)`` float32 -> ``(B, H, R, n)``: each row summed over each position's token columns."""
+    import torch
+
+    batch, n_heads, n_rows, n_tok = x.shape
+    if not isinstance(pooling.column_pool, tuple):
+        product = torch.bmm(x.reshape(batch, n_heads * n_rows, n_tok), pooling.column_pool)  # (B, H*R, n)
+        return product.view(batch, n_heads, n_rows, -1)
+    first, token, position = pooling.column_pool
+    pooled = x.gather(-1, first.expand(batch, n_heads, n_rows, -1))  # (B, H, R, n+1); column n: a dump
+    if token.shape[-1]:
+        extra = x.gather(-1, token.expand(batch, n_heads, n_rows, -1))  # (B, H, R, E')
+        pooled.scatter_add_(-1, position.expand(batch, n_heads, n_rows, -1), extra)
+    return pooled[..., :-1]
 
 
 def pool_batch(
@@ -202,6 +283,8 @@ def pool_batch(
     from_pool: str = "mean",
 ) -> torch.Tensor:
     """Pool a padded batch of token maps to word maps, all layers and heads at once, on their device.
+
+    Rows (from) are pooled first, then columns (to): segment sums, O(T^2) per head (see :class:`_Pooling`).
 
     Args:
         attention: ``(B, L, H, T, T)`` token attention (rows = from, columns = to), or a sequence of
@@ -216,34 +299,36 @@ def pool_batch(
     """
     import torch
 
+    if from_pool not in FROM_POOLS:
+        raise ConfigError(f"from_pool must be one of {FROM_POOLS}, found {from_pool!r}")
     layers = list(attention.unbind(1)) if isinstance(attention, torch.Tensor) else list(attention)
     batch, n_heads, n_tok, _ = layers[0].shape
     n_pos = max(al.n_positions for al in alignments)
-    device = layers[0].device
-    # The pooling matrices are built once per batch and shared by every layer.
-    p_from_np, p_to_np = pooling_matrices(alignments, n_tok, n_pos, from_pool)
-    p_to = torch.from_numpy(p_to_np).to(device)  # (B, T, n)
-    p_from = torch.from_numpy(p_from_np).to(device)[:, None]  # (B, 1, n, T), broadcast over heads
-    index = None
-    if from_pool == "max":
-        index_np = np.full((batch, n_tok), n_pos, dtype=np.int64)  # padding tokens -> a dump row n_pos
-        for b, al in enumerate(alignments):
-            index_np[b, : al.n_tokens] = al.token_position
-        index = torch.from_numpy(index_np).to(device)[:, None, :, None].expand(batch, n_heads, n_tok, n_pos)
-    out = torch.empty((batch, len(layers), n_heads, n_pos, n_pos), dtype=torch.float32, device=device)
+    pooling = _pooling(alignments, n_heads, n_tok, n_pos, from_pool, layers[0].device)
+    out = torch.empty((batch, len(layers), n_heads, n_pos, n_pos), dtype=torch.float32, device=layers[0].device)
     for k, attn in enumerate(layers):  # one layer at a time: no stacked copy of every map
-        attn = attn.float()  # (B, H, T, T)
-        # Columns: sum over each word's tokens; one bmm without broadcasting copies.
-        to_words = torch.bmm(attn.reshape(batch, n_heads * n_tok, n_tok), p_to)  # (B, H*T, n)
-        to_words = to_words.view(batch, n_heads, n_tok, n_pos)  # (B, H, T, n)
-        if index is None:
-            # Rows: mean (or first) over each word's token rows.
-            out[:, k] = torch.matmul(p_from, to_words)  # (B, H, n, n)
+        if from_pool == "max":
+            out[:, k] = _pool_max(attn, pooling)
             continue
-        # max: element-wise maximum over a position's token rows, then renormalise each row.
-        pooled = torch.zeros((batch, n_heads, n_pos + 1, n_pos), dtype=torch.float32, device=device)
-        pooled.scatter_reduce_(-2, index, to_words, reduce="amax", include_self=True)
-        pooled = pooled[:, :, :n_pos, :]  # (B, H, n, n)
-        total = pooled.sum(-1, keepdim=True)
-        out[:, k].copy_(pooled / torch.where(total > 0, total, torch.ones_like(total)))
+        rows = _pool_rows(attn.reshape(-1, n_tok), pooling, extras=from_pool == "mean")  # (B*H*n, T)
+        columns = _pool_columns(rows.view(batch, n_heads, n_pos, n_tok), pooling)  # (B, H, n, n)
+        torch.mul(columns, pooling.weight, out=out[:, k])  # mean: sums / count; padding: 0
     return out
+
+
+def _pool_max(attn: torch.Tensor, pooling: _Pooling) -> torch.Tensor:
+    """``max`` rows of one layer: ``(B, H, T, T)`` -> ``(B, H, n, n)``, each row renormalised to sum 1.
+
+    Columns are summed first, then the element-wise maximum is taken over each position's token rows.
+    """
+    import torch
+
+    batch, n_heads, n_tok, _ = attn.shape
+    n_pos = pooling.columns.shape[-1]
+    to_words = _pool_columns(attn.float(), pooling) * pooling.columns  # (B, H, T, n)
+    index = pooling.token_row.expand(batch, n_heads, n_tok, n_pos)  # padding tokens -> a dump row n
+    pooled = torch.zeros((batch, n_heads, n_pos + 1, n_pos), dtype=torch.float32, device=attn.device)
+    pooled.scatter_reduce_(-2, index, to_words, reduce="amax", include_self=True)
+    pooled = pooled[:, :, :n_pos, :]  # (B, H, n, n)
+    total = pooled.sum(-1, keepdim=True)
+    return pooled / torch.where(total > 0, total, torch.ones_like(total))

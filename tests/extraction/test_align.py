@@ -10,7 +10,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from probes.extraction.align import Alignment, align_words, alignment_from_word_ids, pool_batch
+from probes.extraction import align
+from probes.extraction.align import FROM_POOLS, Alignment, align_words, alignment_from_word_ids, pool_batch
 from probes.errors import AlignmentError, ConfigError
 from tests.tiny_models import build
 
@@ -55,6 +56,14 @@ def word_ids_of(token_counts: list[int], lead: int, trail: int) -> list[int | No
     return ids + [None] * trail
 
 
+@pytest.fixture(params=["product", "gather"])
+def columns_by(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways of pooling columns: a product with the 0/1 matrix (short inputs) and gathers (long ones)."""
+    monkeypatch.setattr(align, "_GATHER_TOKENS", 10**9 if request.param == "product" else 0)
+    return request.param
+
+
+@pytest.mark.usefixtures("columns_by")
 @pytest.mark.parametrize("from_pool", ["mean", "first", "max"])
 def test_pool_matches_reference_loop(from_pool: str) -> None:
     rng = np.random.default_rng(0)
@@ -66,6 +75,7 @@ def test_pool_matches_reference_loop(from_pool: str) -> None:
     np.testing.assert_allclose(got.sum(-1), 1.0, atol=1e-5)
 
 
+@pytest.mark.usefixtures("columns_by")
 @pytest.mark.parametrize("from_pool", ["mean", "first", "max"])
 def test_padded_batch_equals_single(from_pool: str) -> None:
     """Zero-padded maps (what masked keys give) in a batch pool exactly as the items alone."""
@@ -86,6 +96,49 @@ def test_padded_batch_equals_single(from_pool: str) -> None:
         n = als[b].n_positions
         np.testing.assert_allclose(pooled[b, :, :, :n, :n], reference_pool(attn, ids, from_pool), atol=1e-6)
         assert not pooled[b, :, :, n:, :].any() and not pooled[b, :, :, :, n:].any()
+
+
+def model_like_batch(rng: np.random.Generator, items: list[list[int | None]], layers: int = 2,
+                     heads: int = 3) -> np.ndarray:
+    """(B, L, H, T, T) maps as a model gives them: padding keys get 0, padding queries attend real keys."""
+    t_max = max(len(ids) for ids in items)
+    logits = 3 * rng.normal(size=(len(items), layers, heads, t_max, t_max))
+    for b, ids in enumerate(items):
+        logits[b, ..., len(ids):] = -np.inf
+    e = np.exp(logits - logits.max(-1, keepdims=True))
+    return (e / e.sum(-1, keepdims=True)).astype(np.float32)
+
+
+@pytest.mark.usefixtures("columns_by")
+@pytest.mark.parametrize("from_pool", FROM_POOLS)
+def test_random_padded_batches_match_reference(from_pool: str) -> None:
+    """Random batches of words of 1 to 9 tokens, with and without specials, padded as a model pads."""
+    rng = np.random.default_rng(7)
+    for _ in range(3):
+        items = [word_ids_of(rng.choice([1, 1, 1, 2, 3, 9], size=int(rng.integers(1, 12))).tolist(),
+                             lead=int(rng.integers(0, 2)), trail=int(rng.integers(0, 3))) for _ in range(4)]
+        batch = model_like_batch(rng, items)
+        als = [alignment_from_word_ids(list(range(len(ids))), ids, ["w"] * (max(i for i in ids if i is not None) + 1))
+               for ids in items]
+        pooled = pool_batch(torch.from_numpy(batch), als, from_pool).numpy()
+        for b, ids in enumerate(items):
+            n = als[b].n_positions
+            want = reference_pool(batch[b, :, :, : len(ids), : len(ids)], ids, from_pool)
+            np.testing.assert_allclose(pooled[b, :, :, :n, :n], want, rtol=1e-5, atol=1e-7)
+            assert not pooled[b, :, :, n:, :].any() and not pooled[b, :, :, :, n:].any()
+
+
+@pytest.mark.usefixtures("columns_by")
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_maps_are_summed_in_float32(dtype: torch.dtype) -> None:
+    rng = np.random.default_rng(3)
+    items = [word_ids_of([1, 4, 2, 1], 1, 1), word_ids_of([2, 1], 1, 1)]
+    als = [alignment_from_word_ids(list(range(len(ids))), ids, ["w"] * (max(i for i in ids if i is not None) + 1))
+           for ids in items]
+    maps = torch.from_numpy(model_like_batch(rng, items)).to(dtype)  # (B, L, H, T, T)
+    got = pool_batch(maps, als, "mean")
+    assert got.dtype == torch.float32
+    np.testing.assert_array_equal(got.numpy(), pool_batch(maps.float(), als, "mean").numpy())
 
 
 @settings(max_examples=40, deadline=None)
