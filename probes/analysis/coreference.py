@@ -1,20 +1,28 @@
 """Antecedent-selection accuracy of every head, and the paper's baselines (Clark et al. 2019 §4.3).
 
-For each *evaluated* mention (one whose entity has an earlier mention in the same
+For each *evaluated* mention (one whose entity has a preceding mention in the same
 window), the head word of the mention attends most to some other word; the head
-is right if that word is the head word of any earlier mention of the same entity.
-Baselines pick an earlier mention: the nearest one, the nearest one with the same
+is right if that word is the head word of any antecedent (a preceding mention of the
+same entity, see below). Baselines pick a preceding mention: the nearest one, the nearest one with the same
 head word, and a four-sieve rule-based system (exact string, head word, agreement,
 nearest). Everything is counted per mention type and per sentence distance to the
 nearest antecedent, per document (the bootstrap unit).
 
 Definitions (every one is an option or is written in the run record):
 
-* **Mention order.** Mention ``a`` is *earlier* than ``b`` when it starts before
-  ``b``, or starts with ``b`` and is longer (its bracket opens first). An earlier
-  mention whose head word is ``b``'s own head word is never an antecedent of ``b``
-  (it is ``b`` itself, nested), and neither is a baseline candidate.
-* **Evaluated.** A mention with at least one antecedent (an earlier mention of its
+* **Mention order.** Mentions are sorted by start, then longer first (outer brackets
+  open first); "nearest" below means the one that starts last in this order.
+* **Antecedents and candidates (one rule for the heads and every baseline).** A mention
+  ``a`` *precedes* ``b`` when it ends before ``b`` starts (``a.end <= b.start``): a
+  mention that contains, overlaps or is nested in ``b`` is never its antecedent (in
+  "Anna saw [her mother].", "her mother" is not an antecedent of "her"). The antecedents
+  of ``b`` are the preceding mentions of its entity; the nearest-mention, head-match and
+  rule-based baselines choose only among preceding mentions (of any entity), and so does
+  ``candidates="mentions"``. This follows Clark et al.'s "earlier mention" / "closest
+  preceding one by position" (clark_spec.md §4, items 3 and 8). A mention nested in
+  another mention of its own entity (an apposition inside its noun phrase) with no
+  other preceding mention of that entity is therefore ``no_antecedent``.
+* **Evaluated.** A mention with at least one antecedent (a preceding mention of its
   entity) inside its window, scored once, in the earliest window holding it
   (:mod:`probes.extraction.windows`). First mentions and cataphors are counted as
   ``no_antecedent``; mentions whose antecedents all lie outside the window are
@@ -22,8 +30,8 @@ Definitions (every one is an option or is written in the run record):
   heads and baselines alike); mentions crossing a window cut are ``cut``.
 * **Split antecedents** (GUM ``SplitAnte=``, :class:`~probes.corpora.types.SplitAntecedent`).
   With ``split_antecedents="any-part"`` (default), a mention of a plural entity with
-  split antecedents that has no earlier mention of its *own* entity in the window
-  takes as antecedents the earlier mentions of its part entities in the window: it is
+  split antecedents that has no preceding mention of its *own* entity in the window
+  takes as antecedents the preceding mentions of its part entities in the window: it is
   evaluated, and counted in ``via_split_antecedent`` (a subset of ``evaluated``). A
   mention with an own antecedent in the window is scored against its own entity only.
   With ``"ignore"``, parts are never antecedents (a first plural is ``no_antecedent``).
@@ -31,7 +39,7 @@ Definitions (every one is an option or is written in the run record):
   the candidate words ``j`` of ``A[l, h, i, j]`` (``anaphor_to_antecedent``) or of
   ``A[l, h, j, i]`` (``antecedent_to_anaphor``), special tokens dropped, ``j != i``,
   ties to the left-most word. Candidates: ``all`` words of the window (Clark's rule),
-  ``earlier`` words (``j < i``), or the head words of earlier ``mentions``.
+  ``earlier`` words (``j < i``), or the head words of preceding ``mentions``.
 * **Mention type** from the UPOS of the head word: PRON, or DET heading a mention
   (a pronominal determiner: *this*, *that*, *all*) -> pronoun; PROPN -> proper;
   anything else -> nominal.
@@ -166,9 +174,9 @@ def _doc_info(doc: Document, drop_singletons: bool = False, use_split: bool = Fa
     split: list[list[int]] = []
     for k, m in enumerate(order):
         earlier = by_entity.setdefault(m.entity, [])
-        antecedents.append([a for a in earlier if order[a].head != m.head])
+        antecedents.append([a for a in earlier if order[a].end <= m.start])
         split.append(sorted(a for p in parts.get(m.entity, ()) for a in by_entity.get(p, ())
-                            if order[a].head != m.head))
+                            if order[a].end <= m.start))
         earlier.append(k)
     return _DocInfo(
         order=order,
@@ -393,7 +401,8 @@ class AntecedentAccuracy(Analysis[CorefResult]):
             mask = np.zeros((len(evaluated), n), dtype=bool)
             held = self._held(window, info)
             for e, k in enumerate(evaluated):
-                mask[e, [info.order[c].head - window.start for c in held if c < k]] = True
+                start = info.order[k].start  # preceding mentions only (see the module doc)
+                mask[e, [info.order[c].head - window.start for c in held if info.order[c].end <= start]] = True
             allowed &= mask
         gold = np.zeros((len(evaluated), n), dtype=bool)  # (E, n) heads of antecedents in the window
         for e, held in enumerate(golds):
@@ -414,7 +423,8 @@ class AntecedentAccuracy(Analysis[CorefResult]):
         for a mention evaluated through split antecedents, mentions of its parts.
         """
         m = info.order[k]
-        cands = [c for c in reversed(held[:bisect_left(held, k)]) if info.order[c].head != m.head]  # nearest first
+        # preceding mentions only: a mention containing or overlapping the anaphor is never its antecedent
+        cands = [c for c in reversed(held[:bisect_left(held, k)]) if info.order[c].end <= m.start]  # nearest first
         pick: int | None = None
         if name == "nearest":
             pick = cands[0] if cands else None

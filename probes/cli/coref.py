@@ -16,7 +16,10 @@ import typer
 from probes.cli import options
 from probes.cli._app import app
 
-_SELECT_HELP = "Choose the best heads on this corpus (same forms as --treebank), report them on --treebank."
+_SELECT_HELP = ("Choose the best heads (and baseline offsets) on this corpus (same forms as --treebank), report them "
+                "on --treebank. Default: choose on one half of --treebank's documents (fixed hash of document ids), "
+                "report on the other. 'same': choose and report on the same data, as Clark et al. did "
+                "(optimistic, never significant).")
 _STRIDE_HELP = "Tokens between window starts (default: half a window)."
 _LIMIT_HELP = "Read at most N documents of each corpus (default: all)."
 _ON_LONG_HELP = ("Windows still longer than the model's maximum: skip, truncate or window; each one is counted "
@@ -100,6 +103,11 @@ def bridging(
     stride: int | None = typer.Option(None, "--stride", help=_STRIDE_HELP),
     direction: str = typer.Option("anaphor_to_antecedent", "--direction",
                                   help="anaphor_to_antecedent (the anaphor's row) | antecedent_to_anaphor."),
+    credit: str = typer.Option("any", "--credit",
+                               help="any: the argmax is right on the head of any preceding mention of the antecedent "
+                                    "entity; nearest: only on the reader's nearest antecedent mention."),
+    min_links: int = typer.Option(30, "--min-links", min=1,
+                                  help="Distance bands are merged until each row holds this many links."),
     batch_size: int = options.batch_size_option(4, help="Windows per forward pass."),
     device: str | None = options.device_option(),
     on_long: str = options.on_long_option(help=_ON_LONG_HELP),
@@ -115,7 +123,7 @@ def bridging(
 
     out_dir = _out_dir(out, "bridging", model, treebank, overwrite)
     run = run_bridging(model, treebank, select_on=select_on, window=window, stride=stride, direction=direction,
-                       batch_size=batch_size, device=device, revision=revision, on_long=on_long, limit=limit,
+                       credit=credit, min_links=min_links, batch_size=batch_size, device=device, revision=revision, on_long=on_long, limit=limit,
                        n_resamples=n_resamples, progress=progress)
     _report(run, out_dir, figures=figures, figure_format=figure_format,
             overwrite=overwrite)

@@ -26,6 +26,7 @@ from probes.cli.options import (
     out_option,
     overwrite_option,
     progress_option,
+    select_on_option,
     split_list,
 )
 
@@ -41,12 +42,22 @@ def probe_cli(
         "(comma-separated or repeated; default all)."),
     store_train: Optional[Path] = typer.Option(None, "--store-train", help="Attention store to train on."),
     store_eval: Optional[Path] = typer.Option(None, "--store-eval", help="Attention store to evaluate on."),
+    select_on: Optional[str] = select_on_option(help=(
+        "Where the per-head and label probes choose their best head: DATA (a treebank run through the model), "
+        "or 'same' (chosen and reported on --eval, as Clark et al.: optimistic, never marked significant). "
+        "Default: --eval split in two halves by a fixed hash of sentence ids, chosen on one, reported on the other.")),
+    store_select: Optional[Path] = typer.Option(None, "--store-select",
+                                                help="Attention store the per-head heads are chosen on."),
     vectors: Optional[Path] = typer.Option(
         None, "--vectors", help="GloVe-format word vectors for attn+emb / distances+emb "
         "(default: the model's input embeddings, mean-pooled over subwords)."),
     epochs: int = typer.Option(1, "--epochs", min=1, help="Passes over the training data (Clark et al.: 1)."),
     control: bool = typer.Option(True, "--control/--no-control",
                                  help="Train control-task twins and report selectivity (Hewitt & Liang 2019)."),
+    control_task: str = typer.Option("hewitt-liang", "--control-task",
+                                     help="hewitt-liang (each word type attaches to itself, the first or the last "
+                                     "word) or offset (each type attaches at a fixed offset drawn from the "
+                                     "training set's gold offsets)."),
     random_init: bool = typer.Option(True, "--random-init/--no-random-init",
                                      help="Add Attn+Emb on a randomly initialised copy of the model (needs --model)."),
     max_train: Optional[int] = typer.Option(None, "--max-train", min=1,
@@ -60,7 +71,10 @@ def probe_cli(
     batch_size: int = batch_size_option(32, help="Sentences per forward pass of the model."),
     device: Optional[str] = device_option(help="cpu, cuda ... for the model and the probes."),
     on_long: str = on_long_option(),
-    seed: int = typer.Option(0, "--seed", help="Seed of probes, control task and random-init model."),
+    seed: int = typer.Option(0, "--seed", help="First seed of probes, control task and random-init model."),
+    seeds: int = typer.Option(3, "--seeds", min=1, help="Seeds (seed, seed+1, ...): each trains every probe again "
+                              "(initialisation, training order, control mapping, random-init model); tables give "
+                              "mean and sd. Training time grows with it."),
     figures: bool = figures_option(),
     figure_format: str = figure_format_option(),
     overwrite: bool = overwrite_option(),
@@ -68,8 +82,8 @@ def probe_cli(
 ) -> None:
     """Train probes that read attention on --train and score them on --eval (Clark et al. 2019 §5).
 
-    Writes parsers.{md,csv,json} (UAS / UUAS of Attn, Attn+Emb, Distances+Emb, right-branching,
-    random-init control), per_head.{md,csv,json} and per_head_scores.csv (per-head relation probes),
+    Writes parsers.{md,csv,json} and comparisons.csv (UAS / UUAS of Attn, Attn+Emb, Distances+Emb,
+    right-branching, random-init control; paired tests between them), per_head.{md,csv,json} and per_head_scores.csv (per-head relation probes),
     label.{md,csv} (per-head label probes), figures/ and run.json to --out. Layers and heads are 1-based.
     """
     from probes.reports.record import check_out_dir
@@ -77,11 +91,11 @@ def probe_cli(
 
     out_dir = out or Path("runs") / ("probe-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(str(model or store_train)).name))
     check_out_dir(out_dir, "probes probe", overwrite=overwrite)  # before any work
-    run = run_probe(model, train, eval_, train_store=store_train, eval_store=store_eval,
-                    kinds=split_list(probe) or ["all"], vectors=vectors, epochs=epochs, control=control,
-                    random_init=random_init, max_train=max_train, max_eval=max_eval, limit=limit,
-                    min_count=min_count, batch_size=batch_size, device=device, on_long=on_long, seed=seed,
-                    progress=progress)
+    run = run_probe(model, train, eval_, train_store=store_train, eval_store=store_eval, select_on=select_on,
+                    select_store=store_select, kinds=split_list(probe) or ["all"], vectors=vectors, epochs=epochs,
+                    control=control_task if control else False, random_init=random_init, max_train=max_train,
+                    max_eval=max_eval, limit=limit, min_count=min_count, batch_size=batch_size, device=device,
+                    on_long=on_long, seed=seed, seeds=seeds, progress=progress)
     paths = run.write(out_dir, figures=figures, figure_format=figure_format, overwrite=overwrite)
     typer.echo(run.format(), nl=False)
     typer.echo(run.notes())

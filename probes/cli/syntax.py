@@ -20,8 +20,12 @@ _LEADERBOARD_HELP = """Which head best predicts each dependency relation (Clark 
 
 Read attention either from a model (--model with --treebank, optionally --select-on) or
 from attention stores written by `probes extract` (--store, optionally --select-store; a store
-holds its sentences, so no treebank is needed). Heads are chosen on the selection data and
-reported on the report data; without a selection split both are the same data, as in the paper.
+holds its sentences, so no treebank is needed). Heads and baselines are chosen on selection data
+and reported and tested on other data: by default one half of the data (a fixed hash of sentence
+ids) selects and the other half reports; --select-on DATA (--select-store) selects on a separate
+split; --select-on same selects and reports on the same data, as Clark et al. did (optimistic,
+never marked significant). sig.: paired test of the margin over the best baseline, Holm-corrected
+over the table's rows; ties: heads not significantly worse than the reported one.
 
 Writes leaderboard.{md,csv,json}, scores.csv (every head), run.json (model, data checksums,
 options, timings) and figures/ (PNG, or --figure-format svg / pdf) to --out, and prints the
@@ -87,9 +91,7 @@ def leaderboard_cli(
     paths = board.write(out_dir, figures=figures, figure_format=figure_format, overwrite=overwrite)
     t = json.loads(paths["run.json"].read_text(encoding="utf-8"))["timings"]
     typer.echo(board.format("text"), nl=False)
-    typer.echo(f"\nHeads selected on {board.selected_on}, reported on {board.reported_on}"
-               + ("" if board.held_out_selection else " (same data: optimistic; use --select-on)")
-               + ". Layers and heads are 1-based. sig.: paired 95% interval of the margin above 0.")
+    typer.echo("Layers and heads are 1-based.")
     typer.echo(board.notes())
     typer.echo(f"Timings: {'reading the store' if store is not None else 'extraction'} {t['extraction_s']:.1f} s, "
                f"scoring {t['scoring_s']:.2f} s, writing {t['writing_s']:.2f} s "
@@ -105,11 +107,13 @@ def _check_sources(model: Optional[str], treebank: Optional[str], select_on: Opt
     if (model is None) == (store is None):
         raise ConfigError("give exactly one of --model (run a model on --treebank) or --store (read attention "
                           "stored by `probes extract`)")
-    if store is not None and (treebank is not None or select_on is not None):
+    if store is not None and (treebank is not None or (select_on is not None and select_on != "same")):
         raise ConfigError("--store holds its sentences: drop --treebank/--select-on (use --select-store for "
                           "the selection split)")
     if model is not None and select_store is not None:
         raise ConfigError("--select-store goes with --store; with --model use --select-on")
+    if select_on == "same" and select_store is not None:
+        raise ConfigError("--select-on same selects on the report data: drop --select-store")
     if model is not None and treebank is None:
         raise ConfigError("--treebank is required with --model (the data to report on)")
 
@@ -123,11 +127,16 @@ def baselines_cli(
     min_count: int = options.min_count_option(),
     all_relations: bool = typer.Option(False, "--all", help="List every relation, whatever its count."),
     poss_rule: bool = options.poss_rule_option(),
+    clip_to_root: bool = typer.Option(
+        False, "--clip-to-root", help="Clark et al.'s published clipping to [0, m]: early words may 'predict' "
+        "ROOT, which no head can (reproduces the paper's table). Default: clip to [1, m], never ROOT."),
 ) -> None:
-    """Best fixed-offset baseline per relation (Clark et al. 2019: offsets -3..+2, clipped).
+    """Best fixed-offset baseline per relation (Clark et al. 2019: offsets -3..+2, never ROOT by default).
 
-    Also shows the most frequent relative position (Voita et al. 2019). No model needed.
-    JSON output: a list of {relation, count, offset, accuracy} (accuracy as a fraction).
+    Also shows the most frequent relative position (Voita et al. 2019), among word positions. No model
+    needed. The best offset and position are chosen on the data they are scored on (a description of
+    the treebank, not a test). JSON output: a list of {relation, count, offset, accuracy} (accuracy as
+    a fraction).
     """
     from probes.analysis.baselines import offset_baseline
     from probes.reports.baselines import baseline_rows, format_baselines
@@ -136,12 +145,15 @@ def baselines_cli(
     if format not in ("text", "markdown", "json"):  # before the treebank is read
         raise ConfigError(f"--format must be text, markdown or json, found {format!r}")
     _, sentences = read_sentences(treebank, limit)
-    rows = baseline_rows(offset_baseline(sentences, poss_rule=poss_rule), min_count=min_count,
-                         all_relations=all_relations)
+    rows = baseline_rows(offset_baseline(sentences, poss_rule=poss_rule, clip_to_root=clip_to_root),
+                         min_count=min_count, all_relations=all_relations)
     typer.echo(format_baselines(rows, format), nl=False)
     if format == "text":
-        typer.echo(f"{len(sentences)} sentences; offsets -3..+2 clipped to [0, m]; ties go to the offset nearest "
-                   f"the word; possessive rule {'on' if poss_rule else 'off'} (nmod:poss only).")
+        clip = ("[0, m] (Clark et al.'s rule: early words may predict ROOT)" if clip_to_root
+                else "[1, m] (never ROOT, like a head)")
+        typer.echo(f"{len(sentences)} sentences; offsets -3..+2 clipped to {clip}; ties go to the offset nearest "
+                   f"the word; best offset and position chosen on this same data (descriptive, not tested); "
+                   f"possessive rule {'on' if poss_rule else 'off'} (nmod:poss only).")
 
 
 @app.command("demo")
@@ -165,6 +177,6 @@ def demo_cli(
     typer.echo(f"\nModel {board.record['model_name']} on the probes sample corpus ({counts['report']['sentences']} "
                f"test sentences, heads selected on {counts['select']['sentences']} dev sentences). "
                "The parses are silver (spaCy en_core_web_sm), so labels follow spaCy's scheme, not UD.")
-    typer.echo("Layers and heads are 1-based. sig.: paired 95% interval of the margin over the best baseline above 0.")
+    typer.echo("Layers and heads are 1-based.")
     typer.echo(board.notes())
     typer.echo(f"Report: {paths['leaderboard.md']}  (all files in {out})")

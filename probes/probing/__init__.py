@@ -10,7 +10,7 @@ Layers and heads are 0-based in code and named 1-based (``layer-head``) in outpu
 from __future__ import annotations
 
 from probes.probing.classifier import HeadSelectionProbe
-from probes.probing.controls import ControlTask, random_init_copy, selectivity
+from probes.probing.controls import ControlTask, OffsetControlTask, random_init_copy, selectivity
 from probes.probing.decode import argmax_heads, is_punct, max_spanning_tree, uas_counts, uuas_counts
 from probes.probing.embeddings import GloveVectors, ModelInputVectors, StaticVectors
 from probes.probing.features import PairAttention, PairBatch, attention_features, distance_features, pair_features
@@ -32,6 +32,7 @@ __all__ = [
     "SentenceProbe",
     "fit_together",
     "ControlTask",
+    "OffsetControlTask",
     "random_init_copy",
     "selectivity",
     "StaticVectors",

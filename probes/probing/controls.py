@@ -1,11 +1,12 @@
 """Controls that separate what a head encodes from what a probe learns on its own.
 
-* :class:`ControlTask` (Hewitt & Liang 2019): every word *type* gets a random but
-  consistent attachment behaviour, "attach to the word at offset ``k_type``"
-  (or to ROOT). Offsets are drawn from the gold offset distribution of the
-  training corpus, so a probe that only uses position scores about the same on
-  the real and the control task, and **selectivity** = accuracy - control
-  accuracy isolates what the attention adds beyond position and memorisation.
+* :class:`ControlTask` (Hewitt & Liang 2019, the default): every word *type* is given, once and
+  at random (uniformly, seeded), one of three behaviours: attach to itself, to the first word
+  of the sentence, or to the last word of the sentence (their released code,
+  ``CorruptedEdgePositionTask`` with every type corrupted). **Selectivity** = accuracy - control
+  accuracy: what a probe gets right on the task beyond what it can memorise per word type.
+* :class:`OffsetControlTask` (the earlier variant, ``control="offset"``): each type attaches at a
+  consistent relative offset (or to ROOT) drawn from the training set's gold offset distribution.
 * :func:`random_init_copy` (Clark et al. 2019 §5.2): a copy of the model with
   every weight re-initialised except the word and position embeddings.
 """
@@ -23,17 +24,77 @@ import numpy as np
 import numpy.typing as npt
 
 from probes.corpora.types import Sentence
+from probes.errors import ConfigError
 from probes.extraction.families import embedding_parameters
 
-__all__ = ["ControlTask", "random_init_copy", "selectivity", "ROOT_BEHAVIOUR"]
+__all__ = ["ControlTask", "OffsetControlTask", "CONTROL_KINDS", "make_control", "random_init_copy", "selectivity",
+           "ROOT_BEHAVIOUR", "BEHAVIOURS"]
 
-#: Behaviour "attach to ROOT" in :attr:`ControlTask.offsets`.
+#: Behaviour "attach to ROOT" in :attr:`OffsetControlTask.offsets_`.
 ROOT_BEHAVIOUR = 0
+#: Hewitt & Liang's three behaviours, in the order of their code (0 self, 1 first word, 2 last word).
+BEHAVIOURS: tuple[str, str, str] = ("self", "first", "last")
+#: What ``control=`` accepts.
+CONTROL_KINDS: tuple[str, ...] = ("hewitt-liang", "offset")
+
+
+def _uniform(random_state: int, word: str) -> float:
+    """A fixed uniform draw in [0, 1) for ``(random_state, word)`` (order-free, the same in every process)."""
+    digest = hashlib.blake2b(f"{random_state}\x00{word}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") / 2.0**64
 
 
 @dataclass
 class ControlTask:
-    """Hewitt & Liang's dependency control task, type-consistent relative attachment.
+    """Hewitt & Liang's (2019) dependency control task: each word type attaches to itself, the first or the last word.
+
+    Each word *type* (the exact word form, as in their code) gets one of :data:`BEHAVIOURS`, drawn
+    uniformly at random once, from a hash of ``random_state`` and the type (so the mapping needs no
+    type table and is the same for train and test, for unseen types and across processes). The
+    control head of word ``i`` of an ``m``-word sentence is then ``i`` (itself), ``1`` or ``m``
+    (CoNLL-U numbering); ROOT is never a control head. Relations are kept, so punctuation is
+    excluded from scores as on the task.
+
+    Args:
+        random_state: seed of the type -> behaviour mapping.
+    """
+
+    random_state: int = 0
+
+    def fit(self, sentences: Iterable[Sentence] | None = None) -> ControlTask:
+        """Nothing to learn (kept for the scikit-learn-like API); returns ``self``."""
+        return self
+
+    def with_seed(self, random_state: int) -> ControlTask:
+        """The same task with another mapping seed."""
+        return replace(self, random_state=random_state)
+
+    def behaviour(self, word: str) -> str:
+        """``"self"``, ``"first"`` or ``"last"``: the behaviour of a word type."""
+        return BEHAVIOURS[min(int(_uniform(self.random_state, word) * 3), 2)]
+
+    def heads(self, sentence: Sentence) -> tuple[int, ...]:
+        """Control heads of a sentence (CoNLL-U numbering: 1..m; a word may head itself)."""
+        m = sentence.n_words
+        target = {"first": 1, "last": m}
+        return tuple(i if (b := self.behaviour(w)) == "self" else target[b]
+                     for i, w in enumerate(sentence.words, start=1))
+
+    def relabel(self, sentence: Sentence) -> Sentence:
+        """The sentence with its heads replaced by the control heads (relations kept)."""
+        return replace(sentence, heads=self.heads(sentence))
+
+    def describe(self) -> dict[str, Any]:
+        """For run records."""
+        return {"kind": "hewitt-liang",
+                "definition": "Hewitt & Liang 2019: each word type (exact form) is given, once, uniformly at random, "
+                              "one of: attach to itself, to the first word, to the last word of the sentence",
+                "random_state": self.random_state}
+
+
+@dataclass
+class OffsetControlTask:
+    """A type-consistent relative-attachment control task (the variant used before Hewitt & Liang's).
 
     Each word type (lowercased form) is hashed with ``random_state`` to a
     behaviour: an offset ``k != 0`` ("attach to word ``i + k``", clipped into the
@@ -54,6 +115,12 @@ class ControlTask:
     max_offset: int = 5
     random_state: int = 0
     _counts: Counter[int] = field(default_factory=Counter, repr=False, init=False)
+
+    def with_seed(self, random_state: int) -> OffsetControlTask:
+        """The same fitted distribution with another mapping seed."""
+        other = OffsetControlTask(self.max_offset, random_state)
+        other._counts.update(self._counts)
+        return other.finalize() if hasattr(self, "offsets_") else other
 
     def update(self, sentence: Sentence) -> None:
         """Count the gold offsets of one training sentence."""
@@ -81,9 +148,8 @@ class ControlTask:
     def behaviour(self, word: str) -> int:
         """The offset (0 = ROOT) of a word type."""
         if not hasattr(self, "offsets_") or len(self.offsets_) == 0:
-            raise ValueError("ControlTask is not fitted: call fit(sentences) first")
-        digest = hashlib.blake2b(f"{self.random_state}\x00{word.lower()}".encode(), digest_size=8).digest()
-        u = int.from_bytes(digest, "little") / 2.0**64  # uniform in [0, 1)
+            raise ValueError("OffsetControlTask is not fitted: call fit(sentences) first")
+        u = _uniform(self.random_state, word.lower())
         return int(self.offsets_[min(int(np.searchsorted(self._cdf, u, side="right")), len(self.offsets_) - 1)])
 
     def heads(self, sentence: Sentence) -> tuple[int, ...]:
@@ -103,12 +169,26 @@ class ControlTask:
     def describe(self) -> dict[str, Any]:
         """For run records."""
         return {
-            "kind": "Hewitt & Liang 2019 control task: word type -> consistent offset (or ROOT)",
+            "kind": "offset",
+            "definition": "word type (lowercased) -> consistent offset (or ROOT), drawn from the training "
+                          "set's gold offsets",
             "max_offset": self.max_offset,
             "random_state": self.random_state,
             "behaviours": {("ROOT" if k == 0 else f"{k:+d}"): float(p)
                            for k, p in zip(getattr(self, "offsets_", []), getattr(self, "probabilities_", []))},
         }
+
+
+def make_control(kind: str, random_state: int = 0,
+                 sentences: Iterable[Sentence] | None = None) -> ControlTask | OffsetControlTask:
+    """The control task named ``kind`` (:data:`CONTROL_KINDS`), fitted on ``sentences`` where it needs them."""
+    if kind == "hewitt-liang":
+        return ControlTask(random_state)
+    if kind == "offset":
+        if sentences is None:
+            raise ConfigError("the offset control task needs the training sentences (its offset distribution)")
+        return OffsetControlTask(random_state=random_state).fit(sentences)
+    raise ConfigError(f"control: expected one of {', '.join(CONTROL_KINDS)}, found {kind!r}")
 
 
 def selectivity(
@@ -119,7 +199,7 @@ def selectivity(
 ) -> npt.NDArray[np.float64]:
     """Hewitt & Liang's selectivity, accuracy minus control-task accuracy (elementwise).
 
-    With ``floor`` and ``control_floor`` (the accuracy of the same probe without
+    With ``floor`` and ``control_floor`` (the *floor-adjusted* variant, secondary in every table) (the accuracy of the same probe without
     attention, on the task and on the control task), the gains over those floors
     are compared instead: ``(accuracy - floor) - (control_accuracy - control_floor)``.
     Per-head probes carry explicit position features, and the two tasks need not be

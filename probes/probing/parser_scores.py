@@ -32,6 +32,7 @@ class ParserScorer(Analysis[dict[str, float]]):
         self.add_option("transform", transform)
         self.add_option("uuas", uuas)
         self.add_state("counts", [], "extend")  # per sentence: (uas correct, uas total, uuas correct, uuas total)
+        self.add_state("ids", [], "extend")  # per sentence: its id (to pair sentences across scorers)
 
     def update(self, item: Sentence, word_attention: WordAttention) -> None:
         """Score one sentence."""
@@ -40,6 +41,12 @@ class ParserScorer(Analysis[dict[str, float]]):
         uc, ut = uas_counts(argmax_heads(logp), sentence)
         tc, tt = uuas_counts(logp, sentence) if self.uuas else (0, 0)
         self.counts.append((uc, ut, tc, tt))
+        self.ids.append(str(item.sent_id))
+
+    def unit_counts(self) -> tuple[list[str], np.ndarray]:
+        """``(ids, counts)``: sentence ids and ``(n, 4)`` per-sentence counts (UAS correct, total, UUAS correct,
+        total), for paired comparisons."""
+        return list(self.ids), np.asarray(self.counts, dtype=np.int64).reshape(-1, 4)
 
     def compute(self) -> dict[str, float]:
         """UAS and UUAS with 95% bootstrap intervals over sentences."""

@@ -14,7 +14,7 @@ measured against. All ``n_layers x n_heads + 1`` probes and every relation train
 at once, vectorised: parameters ``(n_probes, n_features)`` per relation, a word's
 loss updating only its own relation's parameters (and those of the pooled
 relation :data:`POOLED`, labelled ``ALL``: a probe trained on every word). Accuracy =
-held-out share of words whose gold head gets the highest score (punctuation included,
+share of evaluation words (not used in training) whose gold head gets the highest score (punctuation included,
 as in Clark's per-relation table; the pooled relation is scored without punctuation,
 like UAS and the dependency leaderboard's ``ALL-nopunct``, not like its ``ALL``).
 """
@@ -223,7 +223,10 @@ class PerHeadProbe(SentenceProbe):
 
 @dataclass
 class PerHeadScores(Result):
-    """Held-out accuracy of every per-head probe for every relation.
+    """Accuracy of every per-head probe for every relation on evaluation data (not used in training).
+
+    Every head is scored here; a table's *best* head must be chosen on other data than it is reported on
+    (:func:`probes.probing.summaries.per_head_rows`), or it is labelled optimistic.
 
     Attributes:
         relations: relation names, ``ALL`` first.
@@ -280,7 +283,7 @@ class PerHeadScores(Result):
 
 
 class PerHeadEvaluator(Analysis["PerHeadScores"]):
-    """Accumulator scoring a fitted :class:`PerHeadProbe` on held-out ``(Sentence, WordAttention)`` pairs.
+    """Accumulator scoring a fitted :class:`PerHeadProbe` on evaluation ``(Sentence, WordAttention)`` pairs.
 
     ``update`` keeps counts only (plus, per sentence, its per-relation correct
     counts for the bootstrap); ``merge`` adds another evaluator's state.

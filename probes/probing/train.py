@@ -27,7 +27,7 @@ from probes.corpora.types import Sentence
 from probes.errors import ConfigError, SkippedItemWarning
 from probes.probing.decode import argmax_heads, uas_counts
 
-__all__ = ["SentenceProbe", "iter_pairs", "fit_together", "single_thread"]
+__all__ = ["SentenceProbe", "iter_pairs", "fit_together", "single_thread", "ShuffleBuffer", "SHUFFLE_BUFFER"]
 
 log = logging.getLogger("probes")
 
@@ -63,11 +63,41 @@ def single_thread() -> Iterator[None]:
         torch.set_num_threads(before)
 
 
+#: Sentences held by each seeded shuffle buffer of :func:`fit_together`.
+SHUFFLE_BUFFER = 64
+
+
+class ShuffleBuffer:
+    """A seeded streaming shuffle: hold ``size`` items, emit a random one for each new item past ``size``.
+
+    Every seed gets its own order of one stream without a second pass over it (memory: ``size`` items).
+    """
+
+    def __init__(self, seed: int, size: int = SHUFFLE_BUFFER) -> None:
+        self.rng, self.size, self.items = np.random.default_rng(seed), size, []  # type: ignore[var-annotated]
+
+    def push(self, item: Any) -> list[Any]:
+        """Add ``item``; returns the items to use now (none until the buffer is full, then one)."""
+        self.items.append(item)
+        if len(self.items) <= self.size:
+            return []
+        j = int(self.rng.integers(len(self.items)))
+        self.items[j], self.items[-1] = self.items[-1], self.items[j]
+        return [self.items.pop()]
+
+    def drain(self) -> list[Any]:
+        """The held items, in a random order (end of a pass)."""
+        order = self.rng.permutation(len(self.items))
+        out, self.items = [self.items[i] for i in order], []
+        return out
+
+
 def fit_together(
     probes: Sequence[SentenceProbe],
     X: Iterable[Pair],
     *,
     transforms: Sequence[Callable[[Sentence], Sentence] | None] | None = None,
+    orders: Sequence[int | None] | None = None,
     epochs: int = 1,
     progress: bool = True,
     desc: str = "training",
@@ -79,23 +109,39 @@ def fit_together(
         X: ``(Sentence, WordAttention)`` pairs (re-iterable when ``epochs > 1``).
         transforms: per probe, an optional ``Sentence -> Sentence`` applied before it
             sees the sentence (e.g. a control task's relabelling).
+        orders: per probe, ``None`` (input order) or a seed: probes with the same seed read the
+            stream through one :class:`ShuffleBuffer` of :data:`SHUFFLE_BUFFER` sentences seeded with it.
         epochs: passes over ``X``.
         progress: progress bar on stderr.
         desc: progress bar label.
     """
     transforms = list(transforms) if transforms is not None else [None] * len(probes)
-    if len(transforms) != len(probes):
-        raise ConfigError(f"fit_together: expected {len(probes)} transforms (one per probe), found {len(transforms)}")
+    orders = list(orders) if orders is not None else [None] * len(probes)
+    if len(transforms) != len(probes) or len(orders) != len(probes):
+        raise ConfigError(f"fit_together: expected {len(probes)} transforms and orders (one per probe), "
+                          f"found {len(transforms)} and {len(orders)}")
     if epochs > 1 and iter(X) is X:  # type: ignore[call-overload]
         raise ConfigError(f"epochs={epochs} needs a re-iterable X (a store or a list), found a one-shot iterator")
     for probe in probes:
         probe._validate_params()
         for attr in [a for a in vars(probe) if a.endswith("_") and not a.startswith("_")]:
             delattr(probe, attr)
+    groups: dict[int | None, list[int]] = {}
+    for k, seed in enumerate(orders):
+        groups.setdefault(seed, []).append(k)
+    buffers = {seed: ShuffleBuffer(seed) for seed in groups if seed is not None}
+
+    def learn(members: list[int], pairs: Iterable[Pair]) -> None:
+        for sentence, attention in pairs:
+            for k in members:
+                probes[k]._learn_one(transforms[k](sentence) if transforms[k] else sentence, attention)
+
     for epoch in range(epochs):
-        for sentence, attention in iter_pairs(X, progress=progress, desc=f"{desc} epoch {epoch + 1}/{epochs}"):
-            for probe, transform in zip(probes, transforms):
-                probe._learn_one(transform(sentence) if transform else sentence, attention)
+        for pair in iter_pairs(X, progress=progress, desc=f"{desc} epoch {epoch + 1}/{epochs}"):
+            for seed, members in groups.items():
+                learn(members, [pair] if seed is None else buffers[seed].push(pair))
+        for seed, buffer in buffers.items():
+            learn(groups[seed], buffer.drain())
         for probe in probes:
             probe._flush()
 

@@ -9,19 +9,22 @@ heatmaps. Heads are printed 1-based (``layer-head``).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from probes.analysis.bridging import BridgingResult
+from probes.analysis.bridging import MIN_LINKS, BridgingResult, merge_bands
 from probes.analysis.coreference import BASELINES, DISTANCE_BANDS, MENTION_TYPES, CorefResult
+from probes.analysis.split import SPLIT_RULE
+from probes.heads.inference import Correction, correct_rows, near_ties, p_from_z, paired_z
 from probes.heads.intervals import bootstrap_ci
 from probes.heads.naming import INDEXING_NOTE, head_name
-from probes.reports.tables import markdown_table, text_table, write_csv, write_json
+from probes.reports.tables import format_p, markdown_table, text_table, write_csv, write_json
 
-__all__ = ["BASELINE_LABELS", "COLUMNS", "coref_tables", "bridging_tables", "head_rows", "coref_columns",
-           "bridging_columns", "coref_panels", "bridging_panels", "write_leaderboard", "write_heatmaps"]
+__all__ = ["BASELINE_LABELS", "COLUMNS", "SELECTION_MODES", "SelectionInfo", "selection_info", "footer", "coref_tables", "bridging_tables", "head_rows", "coref_columns",
+           "bridging_columns", "coref_panels", "bridging_panels", "BRIDGING_SCALES", "write_leaderboard", "write_heatmaps"]
 
 #: Row labels of the three baselines.
 BASELINE_LABELS = {"nearest": "Nearest mention", "head_match": "Head-word match", "rule_sieve": "Rule-based sieve"}
@@ -29,6 +32,8 @@ BASELINE_LABELS = {"nearest": "Nearest mention", "head_match": "Head-word match"
 COLUMNS = ("all",) + MENTION_TYPES
 
 Rows = list[dict[str, Any]]
+#: How heads are chosen: halves of the reported data, another corpus, or the reported data itself.
+SELECTION_MODES = ("split", "separate", "same")
 
 
 def _cell(acc: float, lo: float, hi: float) -> str:
@@ -44,63 +49,197 @@ def _best(values: np.ndarray) -> tuple[int, int] | None:
     return int(layer), int(head)
 
 
-# ---------------------------------------------------------------------------------- coref tables
-def coref_tables(result: CorefResult, selection: CorefResult | None, *, n_resamples: int = 1000
-                 ) -> tuple[list[dict[str, Any]], str, str]:
-    """Rows (long format) and the Markdown / terminal text of the coreference leaderboard.
+# ---------------------------------------------------------------------------------- selection and tests
+@dataclass(frozen=True)
+class SelectionInfo:
+    """Where the best heads were chosen and where they are reported (written in every table and ``run.json``).
 
-    The head of each column is chosen on ``selection`` (another split) when given, else on
-    ``result`` itself (optimistic, and said so).
+    Attributes:
+        mode: ``split`` (halves of the reported data by document id), ``separate`` (another corpus)
+            or ``same`` (the reported data itself: optimistic, never tested).
+        selected_on, reported_on: the data, in words.
     """
-    chooser = selection or result
-    rows: list[dict[str, Any]] = []
-    kw = {"n_resamples": n_resamples}
-    sel_name = "selection split" if selection is not None else "same data"
-    best_all = _best(chooser.accuracy())
+
+    mode: str
+    selected_on: str
+    reported_on: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """``run.json``'s ``"selection"``."""
+        out: dict[str, Any] = {"mode": self.mode, "selected_on": self.selected_on, "reported_on": self.reported_on}
+        if self.mode == "split":
+            out["rule"] = SPLIT_RULE
+        return out
+
+    @property
+    def short(self) -> str:
+        """The mode as a table cell (``selected_on`` column of the rows)."""
+        return {"split": "selection half", "separate": "selection split", "same": "same data (optimistic)"}[self.mode]
+
+    def footer(self) -> str:
+        """The selection line of a table's footer."""
+        if self.mode == "same":
+            return (f"Heads chosen on the reported data itself ({self.reported_on}; same-data selection as in "
+                    "Clark et al.): optimistic, and never marked significant.")
+        rule = f" ({SPLIT_RULE})" if self.mode == "split" else ""
+        return (f"Heads (and the baselines they are tested against) chosen on {self.selected_on}{rule}; "
+                f"reported on {self.reported_on}.")
+
+
+def selection_info(record: Mapping[str, Any], has_selection: bool) -> SelectionInfo:
+    """The run's :class:`SelectionInfo` from its record (older records: separate with a selection, else same)."""
+    sel = record.get("selection")
+    if isinstance(sel, Mapping) and sel.get("mode") in SELECTION_MODES:
+        return SelectionInfo(str(sel["mode"]), str(sel.get("selected_on", "")), str(sel.get("reported_on", "")))
+    corpus = Path(str((record.get("options") or {}).get("corpus", "the data"))).name
+    if has_selection:
+        return SelectionInfo("separate", Path(str(record["options"].get("select_on"))).name, corpus)
+    return SelectionInfo("same", corpus, corpus)
+
+
+def footer(sel: SelectionInfo, correction: Correction, n_resamples: int) -> str:
+    """The footer of a table: selection, intervals, test and correction."""
+    return (f"\n{sel.footer()} Intervals: 95% percentile bootstrap over documents, {n_resamples} resamples. "
+            f"{correction.footer()}\n")
+
+
+def _test(c_head: np.ndarray, c_base: np.ndarray, n: np.ndarray) -> float:
+    """Two-sided p of the paired per-document margin ``sum(c_head - c_base) / sum(n)``."""
+    keep = np.asarray(n) > 0  # documents without items are no clusters: one document alone is no test
+    if keep.sum() < 2:
+        return float("nan")
+    return float(p_from_z(paired_z((c_head - c_base)[keep][:, None], np.asarray(n)[keep])[0]))
+
+
+def _ties(per_unit: np.ndarray, n: np.ndarray, lh: tuple[int, int], layers: Sequence[int],
+          heads: Sequence[int]) -> list[str]:
+    """``layer-head`` names of the heads not significantly worse than ``lh`` on the report data."""
+    keep = np.asarray(n) > 0
+    flat = per_unit.reshape(per_unit.shape[0], -1)[keep]
+    cols = near_ties(flat, np.asarray(n)[keep], lh[0] * per_unit.shape[2] + lh[1]) if keep.any() \
+        else np.zeros(0, np.int64)
+    return [head_name(layers[c // per_unit.shape[2]], heads[c % per_unit.shape[2]]) for c in cols]
+
+
+def _ties_cell(names: Sequence[str], shown: int = 3) -> str:
+    if not names:
+        return "none"
+    return f"{len(names)}: {', '.join(names[:shown])}{', ...' if len(names) > shown else ''}"
+
+
+def _sig_cells(rows: Rows, sel: SelectionInfo, prefixes: Sequence[str] = ("",)) -> Correction:
+    """Holm over the rows' testable ``{prefix}p_value`` for every prefix together (one family per table),
+    writing ``{prefix}p_holm``, ``{prefix}significant`` and the ``{prefix}sig`` cell."""
+    tests = [(r, pre) for pre in prefixes for r in rows]
+    p = np.array([r.get(f"{pre}p_value", np.nan) for r, pre in tests], dtype=float)
+    margins = np.array([r.get(f"{pre}margin", np.nan) for r, pre in tests], dtype=float)
+    testable = (np.array([bool(r.get(f"{pre}testable", False)) for r, pre in tests], dtype=bool)
+                & np.isfinite(p) & (sel.mode != "same"))
+    for (r, pre), ok, q in zip(tests, testable, p):
+        if not ok and r.get(f"{pre}testable", False) and not np.isfinite(q):
+            r[f"{pre}why"] = "untested (items in fewer than 2 documents)"
+    adjusted, significant, correction = correct_rows(margins, p, testable=testable)
+    for (r, pre), q, yes, ok in zip(tests, adjusted, significant, testable):
+        r[f"{pre}p_holm"], r[f"{pre}significant"] = float(q), bool(yes)
+        r[f"{pre}p_cell"] = format_p(float(q))
+        r[f"{pre}sig"] = ("n/a (same data)" if sel.mode == "same" else r.get(f"{pre}why", "-") if not ok
+                          else "yes" if yes else "no")
+    return correction
+
+
+# ---------------------------------------------------------------------------------- coref tables
+def coref_tables(result: CorefResult, selection: CorefResult | None, *, sel: SelectionInfo | None = None,
+                 n_resamples: int = 1000) -> tuple[Rows, str, str, Correction]:
+    """Rows (long format), Markdown and terminal text of the coreference leaderboard, and its correction.
+
+    Heads (and the baseline each is tested against: the best of the three per column) are chosen on
+    ``selection`` (a selection half or split) when given, else on ``result`` itself (same data:
+    optimistic, never tested). Every head cell gets a paired test against that baseline on ``result``
+    (per-document counts), Holm-corrected over the table, and its near ties.
+    """
+    sel = sel or SelectionInfo("separate" if selection is not None else "same", "selection split", "report data")
+    chooser = selection if selection is not None else result
+    rows: Rows = []
     table: dict[str, dict[str, str]] = {}
     n_row = {"system": "evaluated mentions"}
     for col in COLUMNS:
-        t = None if col == "all" else col
-        n_row[col] = str(int(result.head_counts(t)[1].sum()))
+        n_row[col] = str(int(result.head_counts(None if col == "all" else col)[1].sum()))
     for name in BASELINES:
         label = BASELINE_LABELS[name]
         table[label] = {"system": label}
         for col in COLUMNS:
             t = None if col == "all" else col
             acc = result.baseline_accuracy(name, t)
-            lo, hi = bootstrap_ci(*result.baseline_counts(name, t), **kw)
+            lo, hi = bootstrap_ci(*result.baseline_counts(name, t), n_resamples=n_resamples)
             table[label][col] = _cell(acc, lo, hi)
             rows.append({"system": label, "kind": "baseline", "head": "", "mention_type": col, "accuracy": acc,
                          "ci_low": lo, "ci_high": hi, "n": int(result.head_counts(t)[1].sum()), "selected_on": ""})
-    picks: list[tuple[str, tuple[int, int] | None, Callable[[str | None], tuple[int, int] | None]]] = []
+    best_all = _best(chooser.accuracy())
+    tag = sel.short
+    picks: list[tuple[str, Callable[[str | None], tuple[int, int] | None]]] = []
     if best_all is not None:
-        name = head_name(result.layers[best_all[0]], result.heads[best_all[1]])
-        picks.append((f"Head {name} (best on all, {sel_name})", best_all, lambda t: best_all))
-    picks.append((f"Best head per column ({sel_name})", None, lambda t: _best(chooser.accuracy(t))))
-    for label, _, pick in picks:
+        picks.append((f"Head {head_name(result.layers[best_all[0]], result.heads[best_all[1]])} (best on all, {tag})",
+                      lambda t: best_all))
+    picks.append((f"Best head per column ({tag})", lambda t: _best(chooser.accuracy(t))))
+    head_rows_: Rows = []
+    for label, pick in picks:
         table[label] = {"system": label}
         for col in COLUMNS:
-            t = None if col == "all" else col
-            lh = pick(t)
-            if lh is None:
-                table[label][col] = "-"
-                continue
-            acc = float(result.accuracy(t)[lh])
-            c, n = result.head_counts(t)
-            lo, hi = bootstrap_ci(c[:, lh[0], lh[1]], n, **kw)
-            hname = head_name(result.layers[lh[0]], result.heads[lh[1]])
-            table[label][col] = _cell(acc, lo, hi) if "per column" not in label else f"{hname}: {_cell(acc, lo, hi)}"
-            rows.append({"system": label, "kind": "head", "head": hname, "mention_type": col, "accuracy": acc,
-                         "ci_low": lo, "ci_high": hi, "n": int(result.head_counts(t)[1].sum()),
-                         "selected_on": sel_name})
+            row = _coref_head_row(result, chooser, label, col, pick(None if col == "all" else col), tag, n_resamples)
+            table[label][col] = row.pop("_cell")
+            if "per column" in label and col == "all" and best_all is not None:  # the best-on-all head again
+                row.update(testable=False, why="as in the best-on-all row")
+            head_rows_ += [row] if row["head"] else []
+    correction = _sig_cells(head_rows_, sel)
+    rows += head_rows_
     body = [n_row] + list(table.values())
     headers = ["", "All", "Pronoun", "Proper", "Nominal"]
     md = markdown_table(body, ["system", *COLUMNS], headers=headers)
     txt = text_table(body, ["system", *COLUMNS], headers=headers)
+    tests = _coref_test_tables(head_rows_)
+    note = footer(sel, correction, n_resamples)
+    md, txt = md + tests[0] + note, txt + tests[1] + note
     for extra_md, extra_txt in (_count_tables(result), _band_tables(result, best_all)):
         md += extra_md
         txt += extra_txt
-    return rows, md, txt
+    return rows, md, txt, correction
+
+
+def _coref_head_row(result: CorefResult, chooser: CorefResult, label: str, col: str, lh: tuple[int, int] | None,
+                    tag: str, n_resamples: int) -> dict[str, Any]:
+    """One head cell: accuracy with interval, its baseline (best on ``chooser``), margin, p, near ties."""
+    if lh is None:
+        return {"_cell": "-", "head": ""}
+    t = None if col == "all" else col
+    c, n = result.head_counts(t)
+    acc = float(result.accuracy(t)[lh])
+    lo, hi = bootstrap_ci(c[:, lh[0], lh[1]], n, n_resamples=n_resamples)
+    hname = head_name(result.layers[lh[0]], result.heads[lh[1]])
+    base = max(BASELINES, key=lambda b: np.nan_to_num(chooser.baseline_accuracy(b, t), nan=-1.0))
+    c_base, _ = result.baseline_counts(base, t)
+    base_acc = result.baseline_accuracy(base, t)
+    ties = _ties(c, n, lh, result.layers, result.heads)
+    return {"_cell": _cell(acc, lo, hi) if "per column" not in label else f"{hname}: {_cell(acc, lo, hi)}",
+            "system": label, "kind": "head", "head": hname, "mention_type": col, "accuracy": acc,
+            "ci_low": float(lo), "ci_high": float(hi), "n": int(n.sum()), "selected_on": tag,
+            "baseline": BASELINE_LABELS[base], "baseline_accuracy": base_acc, "margin": acc - base_acc,
+            "p_value": _test(c[:, lh[0], lh[1]], c_base, n), "testable": bool(n.sum() > 0),
+            "why": "no mentions", "near_ties": " ".join(ties), "n_near_ties": len(ties),
+            "ties_cell": _ties_cell(ties)}
+
+
+def _coref_test_tables(rows: Rows) -> tuple[str, str]:
+    """Markdown and text of the tests: each head cell against its column's best baseline."""
+    if not rows:
+        return "", ""
+    cols = ["system", "mention_type", "head", "accuracy", "baseline", "baseline_accuracy", "margin", "p_cell",
+            "sig", "ties_cell"]
+    headers = ["row", "column", "head", "accuracy %", "tested against", "baseline %", "margin (points)",
+               "p (Holm)", "significant", "near ties (heads not significantly worse)"]
+    shown = rows
+    pct = ["accuracy", "baseline_accuracy", "margin"]
+    return ("\n" + markdown_table(shown, cols, headers=headers, percent=pct),
+            "\n" + text_table(shown, cols, headers=headers, percent=pct))
 
 
 def _count_tables(result: CorefResult) -> tuple[str, str]:
@@ -147,39 +286,89 @@ def head_rows(layers: Sequence[int], heads: Sequence[int], columns: Mapping[str,
 
 
 # ---------------------------------------------------------------------------------- bridging tables
-def bridging_tables(result: BridgingResult, selection: BridgingResult | None, *, n_resamples: int = 1000
-                    ) -> tuple[list[dict[str, Any]], str, str]:
-    """Rows and Markdown / terminal text of the bridging leaderboard, one row per distance band."""
-    chooser = selection or result
-    sel_name = "selection split" if selection is not None else "same data"
-    rows: list[dict[str, Any]] = []
-    for band in (None, *DISTANCE_BANDS):
-        n = int(result.total[:, :].sum() if band is None else result.total[:, DISTANCE_BANDS.index(band)].sum())
-        ns = sum(result.counts["not_scorable"].values()) if band is None else result.counts["not_scorable"][band]
-        row: dict[str, Any] = {"band": "all" if band is None else band, "scored": n, "not_scorable": ns,
-                               "selected_on": sel_name, "chance_mass": result.chance_mass(band)}
-        for score, fn in (("accuracy", "accuracy"), ("mass", "mass_ratio")):
-            lh = _best(getattr(chooser, fn)(band))
-            if lh is None or n == 0:
-                row.update({f"{score}_head": "-", score: float("nan"), f"{score}_ci": "-"})
-                continue
-            value = float(getattr(result, fn)(band)[lh])
-            hits, mass, n_units = result.sums(band)
-            values = hits if score == "accuracy" else mass
-            lo, hi = bootstrap_ci(values[:, lh[0], lh[1]], n_units, n_resamples=n_resamples)
-            row.update({f"{score}_head": head_name(result.layers[lh[0]], result.heads[lh[1]]), score: value,
-                        f"{score}_low": lo, f"{score}_high": hi, f"{score}_ci": _cell(value, lo, hi)})
-        rows.append(row)
-    cols = ["band", "scored", "not_scorable", "accuracy_head", "accuracy_ci", "mass_head", "mass_ci", "chance_mass"]
-    headers = ["sentence distance", "links scored", "not scorable", "best argmax head", "argmax accuracy % [95% CI]",
-               "best mass head", "mass ratio % [95% CI]", "uniform mass %"]
-    md = markdown_table(rows, cols, headers=headers, percent=["chance_mass"])
-    txt = text_table(rows, cols, headers=headers, percent=["chance_mass"])
-    note = (f"\nBest heads chosen per row on the {sel_name}; 'uniform mass' is what a head attending "
-            "evenly to every word of the window would score.\n")
-    return rows, md + note, txt + note
+def bridging_tables(result: BridgingResult, selection: BridgingResult | None, *, sel: SelectionInfo | None = None,
+                    n_resamples: int = 1000, min_links: int = MIN_LINKS) -> tuple[Rows, str, str, Correction]:
+    """Rows, Markdown and terminal text of the bridging leaderboard (one row for all links, then one per run
+    of distance bands holding at least ``min_links`` links on the reported data), and its correction.
+
+    Per row: the best argmax head against the stronger baseline (nearest mention or best offset, chosen
+    on the selection data) and the uniform floor; the best mass head against uniform attention. Both
+    tests are paired over documents and Holm-corrected together; rows with too few links are not tested.
+    """
+    sel = sel or SelectionInfo("separate" if selection is not None else "same", "selection split", "report data")
+    chooser = selection if selection is not None else result
+    groups = merge_bands([result.links(b) for b in DISTANCE_BANDS], min_links)
+    entries: list[tuple[str, Any, bool]] = [("all", None, result.links() >= min_links)]
+    if len(groups) > 1:
+        entries += [(g.label, g.bands, g.enough) for g in groups]
+    rows = [_bridging_row(result, chooser, label, bands, enough, sel.short, n_resamples)
+            for label, bands, enough in entries]
+    for r in rows:
+        r["why"] = r["mass_why"] = f"too few links (< {min_links})" if not r["enough_links"] else "no head"
+    correction = _sig_cells(rows, sel, ("", "mass_"))  # argmax and mass tests: one family
+    return _bridging_text(rows, sel, correction, n_resamples, min_links) + (correction,)
 
 
+def _bridging_row(result: BridgingResult, chooser: BridgingResult, label: str, bands: Any, enough: bool,
+                  tag: str, n_resamples: int) -> dict[str, Any]:
+    """One row of the bridging table: best argmax and mass heads, baselines, floors, tests and near ties."""
+    hits, mass, n = result.sums(bands)
+    base = result.baseline_sums(bands)
+    row: dict[str, Any] = {"band": label, "bands": " ".join(bands or DISTANCE_BANDS), "scored": int(n.sum()),
+                           "not_scorable": sum(result.counts["not_scorable"][b] for b in (bands or DISTANCE_BANDS)),
+                           "selected_on": tag, "enough_links": enough, "chance_mass": result.chance_mass(bands),
+                           "uniform_floor": result.uniform_floor(bands), "nearest": result.nearest_accuracy(bands)}
+    k = int(np.nanargmax(np.nan_to_num(chooser.offset_accuracy(bands), nan=-1.0)))
+    row.update({"offset": result.offsets[k], "offset_accuracy": float(result.offset_accuracy(bands)[k])})
+    use_offset = np.nan_to_num(chooser.offset_accuracy(bands)[k], nan=-1) > np.nan_to_num(
+        chooser.nearest_accuracy(bands), nan=-1)
+    base_hits = base["offsets"][:, k] if use_offset else base["nearest"]
+    row["baseline"] = f"offset {result.offsets[k]:+d}" if use_offset else "nearest mention"
+    row["baseline_accuracy"] = row["offset_accuracy"] if use_offset else row["nearest"]
+    for score, values, fn, against in (("accuracy", hits, "accuracy", base_hits),
+                                       ("mass", mass, "mass_ratio", base["chance"])):
+        pre = "" if score == "accuracy" else "mass_"
+        lh = _best(getattr(chooser, fn)(bands))
+        if lh is None or n.sum() == 0:
+            row.update({f"{score}_head": "-", score: float("nan"), f"{score}_ci": "-", f"{pre}testable": False,
+                        f"{pre}p_value": float("nan"), f"{pre}margin": float("nan"), f"{score}_ties": "",
+                        f"{score}_ties_cell": "-"})
+            continue
+        value = float(getattr(result, fn)(bands)[lh])
+        lo, hi = bootstrap_ci(values[:, lh[0], lh[1]], n, n_resamples=n_resamples)
+        ties = _ties(values, n, lh, result.layers, result.heads)
+        floor = row["baseline_accuracy"] if score == "accuracy" else row["chance_mass"]
+        row.update({f"{score}_head": head_name(result.layers[lh[0]], result.heads[lh[1]]), score: value,
+                    f"{score}_low": float(lo), f"{score}_high": float(hi), f"{score}_ci": _cell(value, lo, hi),
+                    f"{pre}margin": value - floor, f"{pre}p_value": _test(values[:, lh[0], lh[1]], against, n),
+                    f"{pre}testable": enough, f"{score}_ties": " ".join(ties), f"{score}_ties_cell": _ties_cell(ties)})
+    return row
+
+
+def _bridging_text(rows: Rows, sel: SelectionInfo, correction: Correction, n_resamples: int,
+                   min_links: int) -> tuple[Rows, str, str]:
+    """The two bridging tables (argmax accuracy, mass ratio) as Markdown and text, with the footer."""
+    shown = [{**r, "margin_pts": r["margin"], "mass_margin_pts": r["mass_margin"]} for r in rows]
+    cols_a = ["band", "scored", "not_scorable", "accuracy_head", "accuracy_ci", "nearest", "offset",
+              "offset_accuracy", "uniform_floor", "baseline", "margin_pts", "p_cell", "sig", "accuracy_ties_cell"]
+    heads_a = ["sentence distance", "links scored", "not scorable", "best argmax head", "argmax accuracy % [95% CI]",
+               "nearest mention %", "best offset", "offset %", "uniform floor %", "tested against",
+               "margin (points)", "p (Holm)", "significant", "near ties"]
+    cols_m = ["band", "scored", "mass_head", "mass_ci", "chance_mass", "mass_margin_pts", "mass_p_cell", "mass_sig",
+              "mass_ties_cell"]
+    heads_m = ["sentence distance", "links scored", "best mass head", "mass ratio % [95% CI]", "uniform mass %",
+               "margin over uniform (points)", "p (Holm)", "significant", "near ties"]
+    pct = ["nearest", "offset_accuracy", "uniform_floor", "chance_mass", "margin_pts", "mass_margin_pts"]
+    note = (f"\nArgmax: a prediction is right when it is the head word of any preceding mention of the antecedent "
+            f"entity (or of the reader's antecedent); 'uniform floor' is the expected accuracy of uniform attention "
+            f"over the candidate words, 'uniform mass' the mass ratio of a head attending evenly to every word. "
+            f"Distance bands are merged until each row holds at least {min_links} links.\n")
+    md = ("Argmax accuracy\n\n" + markdown_table(shown, cols_a, headers=heads_a, percent=pct)
+          + "\nAttention-mass ratio\n\n" + markdown_table(shown, cols_m, headers=heads_m, percent=pct))
+    txt = ("Argmax accuracy\n" + text_table(shown, cols_a, headers=heads_a, percent=pct)
+           + "\nAttention-mass ratio\n" + text_table(shown, cols_m, headers=heads_m, percent=pct))
+    tail = note + footer(sel, correction, n_resamples)
+    return rows, md + tail, txt + tail
 
 
 # ---------------------------------------------------------------------------------- per-head columns
@@ -205,10 +394,18 @@ def bridging_columns(result: BridgingResult) -> dict[str, np.ndarray]:
 
 
 def bridging_panels(result: BridgingResult) -> dict[str, np.ndarray]:
-    """Heatmap panels of the bridging report: argmax accuracy, mass ratio, mass ratio per band."""
-    panels = {"argmax accuracy": result.accuracy(), "mass ratio": result.mass_ratio()}
+    """Heatmap panels of the bridging report: argmax accuracy, then mass ratio, each overall and per band
+    (the two kinds are drawn on separate colour scales: :data:`BRIDGING_SCALES`)."""
+    panels = {"argmax accuracy": result.accuracy()}
+    panels.update({f"accuracy, distance {b}": result.accuracy(b) for b in DISTANCE_BANDS})
+    panels["mass ratio"] = result.mass_ratio()
     panels.update({f"mass, distance {b}": result.mass_ratio(b) for b in DISTANCE_BANDS})
     return panels
+
+
+#: Bridging heatmap panels by colour scale: argmax accuracy and mass ratio never share one.
+BRIDGING_SCALES = {"accuracy": ("argmax accuracy", *(f"accuracy, distance {b}" for b in DISTANCE_BANDS)),
+                   "mass": ("mass ratio", *(f"mass, distance {b}" for b in DISTANCE_BANDS))}
 
 
 # ---------------------------------------------------------------------------------- files
@@ -225,22 +422,35 @@ def write_leaderboard(out: Path, name: str, *, title: str, cells: str, rows: Row
         intro += "".join(f"- {line}\n" for line in inputs) + "\n"
     path = out / f"{name}_leaderboard.md"
     path.write_text(intro + md, encoding="utf-8")
-    return [path, write_csv(rows, out / f"{name}_leaderboard.csv"),
-            write_json({"rows": rows, "record": record}, out / f"{name}_leaderboard.json"),
+    data = [{k: v for k, v in row.items() if not k.endswith("_cell")} for row in rows]  # display-only cells dropped
+    return [path, write_csv(data, out / f"{name}_leaderboard.csv"),
+            write_json({"rows": data, "record": record}, out / f"{name}_leaderboard.json"),
             write_csv(scores, out / "scores.csv")]
 
 
 def write_heatmaps(out: Path, name: str, panels: Mapping[str, np.ndarray], *, title: str, label: str,
-                   baseline: float | None, figure_format: str = "png") -> list[Path]:
+                   baseline: float | None, figure_format: str = "png",
+                   scales: Mapping[str, Sequence[str]] | None = None) -> list[Path]:
     """``{name}_heatmap.FMT`` (the first panel, with ``baseline`` marked) and ``{name}_heatmaps.FMT`` (every panel),
-    FMT being ``figure_format`` (png, svg, pdf)."""
+    FMT being ``figure_format`` (png, svg, pdf).
+
+    ``scales``: panels grouped by colour scale (e.g. accuracy and mass ratio); each group gets its own
+    overview with its own scale, the first as ``{name}_heatmaps.FMT``, the others as
+    ``{name}_{group}_heatmaps.FMT``.
+    """
     from probes.reports.figures import head_heatmap, overview_figure
 
     out.mkdir(parents=True, exist_ok=True)
     first = next(iter(panels))
     one = head_heatmap(panels[first], out / f"{name}_heatmap.{figure_format}", title=f"{title}: {first}", label=label,
                        baseline=baseline, vmax=None)
-    top = max((float(np.nanmax(v)) for v in panels.values() if np.isfinite(v).any()), default=1.0)
-    overview = overview_figure(dict(panels), out / f"{name}_heatmaps.{figure_format}", suptitle=title,
-                               ncols=min(4, len(panels)), vmax=top)
-    return [Path(one), Path(overview)]
+    paths = [Path(one)]
+    groups = dict(scales) if scales else {"": tuple(panels)}
+    for k, (group, names) in enumerate(groups.items()):
+        chosen = {p: panels[p] for p in names if p in panels}
+        top = max((float(np.nanmax(v)) for v in chosen.values() if np.isfinite(v).any()), default=1.0)
+        stem = f"{name}_heatmaps" if k == 0 else f"{name}_{group}_heatmaps"
+        suptitle = title if not group else f"{title} ({group}, own colour scale)"
+        paths.append(Path(overview_figure(chosen, out / f"{stem}.{figure_format}", suptitle=suptitle,
+                                          ncols=min(6 if scales else 4, len(chosen)), vmax=top)))
+    return paths

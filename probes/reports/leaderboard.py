@@ -19,11 +19,13 @@ import numpy.typing as npt
 from probes.analysis.dependency import HeadScores
 from probes.errors import ConfigError
 from probes.heads.naming import INDEXING_NOTE, head_name
-from probes.heads.selection import LEADERBOARD_COLUMNS, LeaderboardRow
+from probes.analysis.split import SPLIT_RULE
+from probes.heads.selection import LEADERBOARD_COLUMNS, LeaderboardRow, table_correction
 from probes.reports.record import inputs_lines, write_record
-from probes.reports.tables import markdown_table, text_table, write_csv, write_json
+from probes.reports.tables import format_p, markdown_table, text_table, write_csv, write_json
 
-__all__ = ["format_leaderboard", "score_rows", "write_leaderboard", "TIMINGS_NOTE"]
+__all__ = ["format_leaderboard", "leaderboard_footer", "score_rows", "write_leaderboard", "TIMINGS_NOTE",
+           "INTERVAL_NOTE", "selection_record"]
 
 #: What the timings of a leaderboard's ``run.json`` mean.
 TIMINGS_NOTE = ("extraction_s: wall time until the last attention arrived (model or store); scoring runs "
@@ -32,8 +34,19 @@ TIMINGS_NOTE = ("extraction_s: wall time until the last attention arrived (model
                 "mostly overlapped; writing_s: tables, run record and figures; "
                 "overhead_fraction = (scoring_s + writing_s) / extraction_s")
 
-_DISPLAY = ("relation", "count", "head_name", "direction", "accuracy", "ci", "baseline", "margin", "beats")
-_HEADERS = ("relation", "count", "head", "direction", "acc %", "95% CI", "best baseline %", "margin", "sig.")
+#: How every interval of a leaderboard is made.
+INTERVAL_NOTE = ("95% intervals: percentile bootstrap over sentences (1000 resamples, seed 0); the margin's "
+                 "interval is paired (the same resampled sentences for head and baseline)")
+#: What the ties column holds.
+TIES_NOTE = ("ties: heads whose accuracy on the report data is not significantly below the reported head's "
+             "(paired test, two-sided, uncorrected, alpha 0.05), best first; d2h = dep_to_head, h2d = head_to_dep; "
+             "the full lists are in leaderboard.csv/json")
+
+_DISPLAY = ("relation", "count", "head_name", "direction", "accuracy", "ci", "baseline", "margin", "p_adj", "beats",
+            "ties_shown")
+_HEADERS = ("relation", "count", "head", "direction", "acc %", "95% CI", "best baseline %", "margin", "p (Holm)",
+            "sig.", "ties")
+_SHORT = {"dep_to_head": "d2h", "head_to_dep": "h2d"}
 
 
 def score_rows(report: HeadScores, select: HeadScores | None = None) -> list[dict[str, Any]]:
@@ -59,8 +72,28 @@ def _signed(k: int) -> str:
     return "ROOT" if k == 0 else f"{k:+d}"
 
 
+def _sig(row: LeaderboardRow) -> str:
+    """The sig. cell: the corrected result, or why there is none."""
+    if row.selection == "same":
+        return "n/a (same data)"
+    if row.p_adjusted != row.p_adjusted:
+        return "n/a (ROOT)" if row.note else "n/a"
+    return "yes" if row.beats_baseline else "no"
+
+
+def _ties_cell(row: LeaderboardRow, shown: int = 3) -> str:
+    """``count: first few`` of the near ties, directions abbreviated."""
+    if not row.tied_heads:
+        return "0"
+    names = []
+    for name in row.tied_heads[:shown]:
+        head, _, direction = name.partition(" ")
+        names.append(f"{head} {_SHORT.get(direction, direction)}".strip())
+    return f"{len(row.tied_heads)}: " + ", ".join(names) + (", ..." if len(row.tied_heads) > shown else "")
+
+
 def _display_rows(rows: Sequence[LeaderboardRow]) -> list[dict[str, Any]]:
-    """Rows with the shown cells: interval, best baseline with its offset/position, margin, sig."""
+    """Rows with the shown cells: interval, best baseline with its offset/position, margin, p, sig., ties."""
     out = []
     for row in rows:
         d = row.as_dict()
@@ -68,26 +101,59 @@ def _display_rows(rows: Sequence[LeaderboardRow]) -> list[dict[str, Any]]:
                 if row.best_baseline == "position" else
                 f"{100 * row.baseline_accuracy:.1f} (offset {_signed(row.baseline_offset)})")
         d.update(ci=f"{100 * row.ci_low:.1f}-{100 * row.ci_high:.1f}", baseline=base,
-                 margin=f"{100 * row.margin:+.1f}", beats="yes" if row.beats_baseline else "no",
-                 direction=row.direction)
+                 margin=f"{100 * row.margin:+.1f}", beats=_sig(row), direction=row.direction,
+                 p_adj=format_p(row.p_adjusted),
+                 ties_shown=_ties_cell(row))
         out.append(d)
     return out
 
 
-def format_leaderboard(rows: Sequence[LeaderboardRow], fmt: str = "text") -> str:
-    """Rows as a terminal table (``text``) or GitHub Markdown (``markdown``); accuracies in percent."""
+def format_leaderboard(rows: Sequence[LeaderboardRow], fmt: str = "text", *,
+                       record: Mapping[str, Any] | None = None) -> str:
+    """Rows as a terminal table (``text``) or GitHub Markdown (``markdown``); accuracies in percent.
+
+    With ``record`` (the run record), the table is followed by its footer (:func:`leaderboard_footer`).
+    """
     if fmt not in ("text", "markdown"):
         raise ConfigError(f"format must be 'text' or 'markdown', found {fmt!r}")
     table = text_table if fmt == "text" else markdown_table
-    return table(_display_rows(rows), _DISPLAY, headers=_HEADERS, percent=("accuracy",))
+    text = table(_display_rows(rows), _DISPLAY, headers=_HEADERS, percent=("accuracy",))
+    if record is None:
+        return text
+    return text + "\n" + "\n".join(leaderboard_footer(rows, record)) + "\n"
+
+
+def selection_record(mode: str, selected_on: str, reported_on: str) -> dict[str, Any]:
+    """``run.json``'s ``"selection"``: the mode, the names, and the split rule in ``"split"`` mode."""
+    out: dict[str, Any] = {"mode": mode, "selected_on": selected_on, "reported_on": reported_on}
+    if mode == "split":
+        out["rule"] = SPLIT_RULE
+    return out
 
 
 def _selection_sentence(record: Mapping[str, Any]) -> str:
-    sel, rep = record.get("selected_on"), record.get("reported_on")
-    if sel and sel != rep:
-        return f"Heads and baseline offsets were selected on {sel} and are reported on {rep}."
-    return (f"Heads and baseline offsets were selected and reported on the same data ({rep}), "
-            "as in Clark et al. (2019); accuracies are therefore optimistic. Use --select-on for held-out selection.")
+    """Where heads and baselines were chosen, and what that means for the numbers."""
+    selection = record.get("selection") or {}
+    rep = record.get("reported_on")
+    mode = selection.get("mode") or ("separate" if record.get("held_out_selection") else "same")
+    if mode == "split":
+        halves = record.get("halves") or {}
+        sizes = (f" ({halves['select']} and {halves['report']} sentences)" if {"select", "report"} <= set(halves)
+                 else "")
+        return (f"Selection (split): heads and baselines were chosen on one half of {rep} and are reported and "
+                f"tested on the other half{sizes}; {SPLIT_RULE}.")
+    if mode == "separate":
+        return (f"Selection (separate): heads and baselines were selected on {record.get('selected_on')} and are "
+                f"reported and tested on {rep}.")
+    return (f"Selection (same, optimistic): heads and baselines were selected and reported on the same data ({rep}), "
+            "as in Clark et al. (2019); accuracies and margins are optimistic and no row is tested (sig. n/a). "
+            "Drop --select-on same for held-out selection.")
+
+
+def leaderboard_footer(rows: Sequence[LeaderboardRow], record: Mapping[str, Any]) -> list[str]:
+    """The lines under a leaderboard: selection mode and names, intervals, test and correction, ties."""
+    return [_selection_sentence(record), INTERVAL_NOTE + ".", table_correction(rows).footer(),
+            "sig. = margin over the best baseline > 0 with Holm-adjusted p < 0.05. " + TIES_NOTE + "."]
 
 
 def _inputs_markdown(record: Mapping[str, Any]) -> list[str]:
@@ -103,10 +169,9 @@ def _markdown(rows: Sequence[LeaderboardRow], record: Mapping[str, Any], overvie
     md = [f"# Head leaderboard: {record.get('model', 'model')} on {record.get('reported_on', 'data')}", "",
           _selection_sentence(record), "", *_inputs_markdown(record),
           f"Accuracy: how often the head's most-attended other word is the gold head (Clark et al. 2019 §4.2); "
-          f"{INDEXING_NOTE}. 95% intervals: bootstrap over sentences. \"sig.\" = the paired interval of the "
-          "margin over the best baseline lies above 0. Baselines: fixed offset (Clark) or most frequent "
-          "relative position (Voita), learned on the selection data.", "",
-          format_leaderboard(rows, "markdown")]
+          f"{INDEXING_NOTE}. Baselines: fixed offset (Clark) or most frequent relative position (Voita), "
+          "learned on the selection data; like heads, they never predict ROOT.", "",
+          format_leaderboard(rows, "markdown"), *("- " + line for line in leaderboard_footer(rows, record))]
     if overview:
         md += ["", f"![overview]({overview})"]
     return "\n".join(md) + "\n"
@@ -136,8 +201,11 @@ def write_leaderboard(
     record = dict(record or {})
     dict_rows = [r.as_dict() for r in rows]
     paths: dict[str, Path] = dict(extra or {})
-    paths["leaderboard.csv"] = write_csv(dict_rows, out / "leaderboard.csv", LEADERBOARD_COLUMNS)
-    paths["leaderboard.json"] = write_json({"indexing": INDEXING_NOTE, "rows": dict_rows}, out / "leaderboard.json")
+    csv_rows = [{**r, "tied_heads": "; ".join(r["tied_heads"])} for r in dict_rows]
+    paths["leaderboard.csv"] = write_csv(csv_rows, out / "leaderboard.csv", LEADERBOARD_COLUMNS)
+    paths["leaderboard.json"] = write_json(
+        {"indexing": INDEXING_NOTE, "selection": record.get("selection"), "intervals": INTERVAL_NOTE,
+         "significance": table_correction(rows).as_dict(), "rows": dict_rows}, out / "leaderboard.json")
     score_table = score_rows(report, select)
     columns = list(score_table[0]) if score_table else ["relation"]
     paths["scores.csv"] = write_csv(score_table, out / "scores.csv", columns)
@@ -155,6 +223,7 @@ def write_leaderboard(
         timings["note"] = TIMINGS_NOTE
     record["timings"] = timings
     record["indexing"] = INDEXING_NOTE
+    record.setdefault("significance", table_correction(rows).as_dict())
     paths["run.json"] = write_record(record, out, paths.values())
     record["files"] = sorted(str(p.relative_to(out)) for p in paths.values() if p.name != "run.json") + ["run.json"]
     return paths, record

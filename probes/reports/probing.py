@@ -17,35 +17,67 @@ import numpy.typing as npt
 
 from probes.heads.intervals import bootstrap_ci
 from probes.heads.naming import DIRECTIONS, INDEXING_NOTE, head_name
-from probes.reports.tables import markdown_table, text_table, write_csv, write_json
+from probes.reports.tables import format_p, markdown_table, text_table, write_csv, write_json
 
-__all__ = ["PARSER_COLUMNS", "PER_HEAD_COLUMNS", "write_parsers", "write_per_head", "per_head_figures",
+__all__ = ["PARSER_COLUMNS", "PER_HEAD_COLUMNS", "COMPARISON_COLUMNS", "selection_note", "write_parsers", "write_per_head", "per_head_figures",
            "attn_weight_figure", "label_rows", "write_label", "format_summary"]
 
 Rows = list[dict[str, Any]]
 
 #: Columns of ``parsers.csv``.
-PARSER_COLUMNS = ("probe", "uas", "uas_ci_low", "uas_ci_high", "uuas", "uuas_ci_low", "uuas_ci_high",
-                  "control_uas", "selectivity", "train_sentences", "attention_from")
+PARSER_COLUMNS = ("probe", "uas", "uas_sd", "uas_ci_low", "uas_ci_high", "uuas", "uuas_sd", "uuas_ci_low",
+                  "uuas_ci_high", "control_uas", "control_uas_sd", "selectivity", "selectivity_sd",
+                  "selectivity_ci_low", "selectivity_ci_high", "n_seeds", "train_sentences", "attention_from")
+#: Columns of ``comparisons.csv``.
+COMPARISON_COLUMNS = ("a", "b", "difference", "ci_low", "ci_high", "z", "p", "p_holm", "significant", "n_sentences")
 #: Columns of ``per_head.csv``.
-PER_HEAD_COLUMNS = ("relation", "count", "head", "accuracy", "ci_low", "ci_high", "position_only", "gain",
+PER_HEAD_COLUMNS = ("relation", "count", "head", "select_accuracy", "accuracy", "accuracy_sd", "ci_low", "ci_high",
+                    "position_only", "gain", "p", "p_holm", "significant", "near_ties",
                     "argmax_accuracy_same_head", "argmax_head", "argmax_direction", "argmax_accuracy",
-                    "control_accuracy", "control_position_only", "selectivity", "selectivity_raw")
+                    "control_accuracy", "control_accuracy_sd", "control_position_only", "selectivity",
+                    "selectivity_sd", "selectivity_ci_low", "selectivity_ci_high", "selectivity_floor_adjusted")
 
+_INTERVALS = ("95% percentile bootstrap intervals over sentences (1000 resamples) of the mean over seeds; "
+              "differences paired (the same resampled sentences for both sides)")
+_CONTROL = ("Control task (Hewitt & Liang 2019): each word type is given, once and at random, one of: attach to "
+            "itself, to the first word, to the last word of the sentence (the mapping varies with the seed)")
 _PARSERS_NOTE = (
     "\nUAS: argmax head per word, punctuation (gold relation `punct`) excluded (Clark et al. 2019 §5.4). "
     "UUAS: undirected maximum spanning tree over non-punctuation words (Hewitt & Manning 2019). "
-    "95% bootstrap intervals over sentences. Selectivity = UAS - control-task UAS (Hewitt & Liang 2019).\n")
+    "Selectivity = UAS - control-task UAS (Hewitt & Liang 2019), with a paired interval; right-branching learns "
+    "nothing, so it has no control. " + _CONTROL + ". "
+    + _INTERVALS + ". ")
 _PER_HEAD_NOTE = (
     "\nPer-head probes: for each head and relation, a log-linear probe over that head's attention "
     "(both directions, ROOT from the special tokens) plus relative-position features, trained on the "
-    "training split; accuracy = share of held-out words of the relation whose gold head it picks among "
-    "ROOT + the words. 'position only': the same probe without attention. 'argmax': Clark et al.'s "
-    "parameter-free argmax (best head and direction). 'control acc.': the head's probe trained and scored "
-    "on the control task (Hewitt & Liang 2019); 'selectivity': (acc. - position only) - (control acc. - "
-    "control position only), what the head adds on the task beyond what it adds on the control task "
-    "(raw acc. - control acc. is in per_head.csv as selectivity_raw). ALL excludes punctuation. "
+    "training split; accuracy = share of the relation's words whose gold head it picks among ROOT + the "
+    "words. 'position only': the same probe without attention; 'sig.': the gain of the head's probe over "
+    "the position-only probe, paired test over sentences, Holm-corrected over the listed rows. 'ties': heads "
+    "not significantly worse than the chosen one on the report data (paired test, uncorrected; all in "
+    "per_head.csv). 'argmax': Clark et al.'s parameter-free argmax (best head and direction, chosen on the "
+    "same data as the probe's head). 'control acc.': the head's probe trained and scored on the control task; "
+    "'selectivity': acc. - control acc. (headline; paired interval). The floor-adjusted variant, (acc. - "
+    "position only) - (control acc. - control position only), is in per_head.csv as "
+    "selectivity_floor_adjusted. ALL excludes punctuation. " + _CONTROL + ". " + _INTERVALS + ". "
     f"{INDEXING_NOTE}.\n")
+
+
+def selection_note(selection: Mapping[str, Any] | None) -> str:
+    """One sentence: where the heads were chosen and where they are reported."""
+    sel = dict(selection or {})
+    mode = sel.get("mode")
+    if mode == "same":
+        return (f"Heads chosen and reported on the same data ({sel.get('reported_on')}; mode same, as Clark et al.): "
+                "optimistic, so no row is tested or marked significant.")
+    text = (f"Heads chosen on {sel.get('selected_on')} and reported on {sel.get('reported_on')} (mode {mode}; "
+            "every number in the row is from the report data).")
+    return text + (f" Split rule: {sel['rule']}." if mode == "split" and sel.get("rule") else "")
+
+
+def _seeds_note(seeds: Sequence[int]) -> str:
+    return (f"Seeds: {', '.join(str(s) for s in seeds)} ({len(seeds)}; each sets the probes' initialisation and "
+            "training order, the control task's mapping and the random-init model); values are means over seeds, "
+            "'sd' their standard deviation.")
 
 
 def _write_text(path: Path, text: str) -> Path:
@@ -63,39 +95,78 @@ def _inputs_note(inputs: Sequence[str]) -> str:
 
 
 def write_parsers(rows: Sequence[Mapping[str, Any]], out_dir: Path, control: bool,
-                  inputs: Sequence[str] = ()) -> dict[str, Path]:
-    """``parsers.{md,csv,json}``: one row per parser (``control``: with control UAS and selectivity columns);
-    ``inputs``: lines on what happened to the inputs, at the end of ``parsers.md``."""
+                  inputs: Sequence[str] = (), *, comparisons: Sequence[Mapping[str, Any]] = (),
+                  correction: Any = None, seeds: Sequence[int] = (0,)) -> dict[str, Path]:
+    """``parsers.{md,csv,json}`` (one row per parser; ``control``: with control UAS and selectivity columns) and,
+    with ``comparisons``, ``comparisons.csv`` and their table in ``parsers.md``; ``inputs``: lines on what
+    happened to the inputs, at the end of ``parsers.md``."""
     dicts = [dict(r) for r in rows]
-    cols = ["probe", "uas", "uas_ci_low", "uas_ci_high", "uuas"] + (["control_uas", "selectivity"] if control else [])
-    heads = ["probe", "UAS", "UAS 95% low", "UAS 95% high", "UUAS (MST)"] + (
-        ["control UAS", "selectivity"] if control else [])
+    cols = ["probe", "uas", "uas_sd", "uas_ci_low", "uas_ci_high", "uuas"] + (
+        ["control_uas", "selectivity", "selectivity_ci_low", "selectivity_ci_high"] if control else [])
+    heads = ["probe", "UAS", "sd", "UAS 95% low", "UAS 95% high", "UUAS (MST)"] + (
+        ["control UAS", "selectivity", "sel. 95% low", "sel. 95% high"] if control else [])
     md = markdown_table(dicts, cols, headers=heads, percent=[c for c in cols if c != "probe"])
-    return {"parsers.md": _write_text(out_dir / "parsers.md", md + _PARSERS_NOTE + _inputs_note(inputs)),
-            "parsers.csv": write_csv(dicts, out_dir / "parsers.csv", PARSER_COLUMNS),
-            "parsers.json": write_json(dicts, out_dir / "parsers.json")}
+    md += _PARSERS_NOTE + _seeds_note(seeds) + "\n"
+    out = {}
+    if comparisons:
+        md += "\nPaired comparisons (UAS of a minus UAS of b, on the same sentences; a parser against its control " \
+              "task is its selectivity):\n\n" + comparison_table(comparisons)
+        md += f"\n{correction.footer() if correction is not None else ''} {_INTERVALS}.\n"
+        out["comparisons.csv"] = write_csv(list(comparisons), out_dir / "comparisons.csv", COMPARISON_COLUMNS)
+    out.update({"parsers.md": _write_text(out_dir / "parsers.md", md + _inputs_note(inputs)),
+                "parsers.csv": write_csv(dicts, out_dir / "parsers.csv", PARSER_COLUMNS),
+                "parsers.json": write_json(dicts, out_dir / "parsers.json")})
+    return out
 
 
-def write_per_head(rows: Rows, full: Rows, out_dir: Path, inputs: Sequence[str] = ()) -> dict[str, Path]:
+def comparison_table(comparisons: Sequence[Mapping[str, Any]]) -> str:
+    """The Markdown table of paired comparisons."""
+    rows = [{**c, "sig": "yes" if c.get("significant") else "no", "p_cell": format_p(c["p_holm"])} for c in comparisons]
+    return markdown_table(rows, ["a", "b", "difference", "ci_low", "ci_high", "p_cell", "sig", "n_sentences"],
+                          headers=["a", "b", "a - b", "95% low", "95% high", "p (Holm)", "sig.", "sentences"],
+                          percent=["difference", "ci_low", "ci_high"])
+
+
+def write_per_head(rows: Rows, full: Rows, out_dir: Path, inputs: Sequence[str] = (), *,
+                   selection: Mapping[str, Any] | None = None, correction: Mapping[str, Any] | None = None,
+                   seeds: Sequence[int] = (0,)) -> dict[str, Path]:
     """``per_head.{md,csv,json}`` (the listed relations) and ``per_head_scores.csv`` (every relation and head);
-    ``inputs``: lines on what happened to the inputs, at the end of ``per_head.md``."""
-    cols = ["relation", "count", "head", "accuracy", "ci_low", "ci_high", "position_only", "argmax_head",
-            "argmax_accuracy", "control_accuracy", "selectivity"]
-    heads = ["relation", "count", "best head", "probe acc.", "95% low", "95% high", "position only",
-             "argmax head", "argmax acc.", "control acc.", "selectivity"]
-    md = markdown_table(rows, cols, headers=heads, percent=[c for c in cols if c not in ("relation", "count", "head",
-                                                                                          "argmax_head")])
-    return {"per_head.md": _write_text(out_dir / "per_head.md", md + _PER_HEAD_NOTE + _inputs_note(inputs)),
-            "per_head.csv": write_csv(rows, out_dir / "per_head.csv", PER_HEAD_COLUMNS),
+    ``selection``, ``correction`` (``Correction.as_dict()``) and ``seeds`` go into the footer; ``inputs``: lines
+    on what happened to the inputs, at the end of ``per_head.md``."""
+    shown = [{**r, "ties": _ties_cell(r.get("near_ties", []))} for r in rows]
+    cols = ["relation", "count", "head", "accuracy", "accuracy_sd", "ci_low", "ci_high", "position_only",
+            "significant", "ties", "argmax_head", "argmax_accuracy", "control_accuracy", "selectivity",
+            "selectivity_ci_low", "selectivity_ci_high"]
+    heads = ["relation", "count", "best head", "probe acc.", "sd", "95% low", "95% high", "position only",
+             "sig.", "ties", "argmax head", "argmax acc.", "control acc.", "selectivity", "sel. 95% low",
+             "sel. 95% high"]
+    md = markdown_table(shown, cols, headers=heads, percent=[c for c in cols if c not in (
+        "relation", "count", "head", "argmax_head", "significant", "ties")])
+    footer = "\n" + selection_note(selection) + "\n"
+    if correction is not None:
+        n = correction.get("n_tests", 0)
+        footer += (f"Significance: {correction.get('test')}; {n} test{'s' if n != 1 else ''} in this table.\n")
+    md += footer + _PER_HEAD_NOTE + _seeds_note(seeds) + "\n"
+    csv_rows = [{**r, "near_ties": " ".join(r.get("near_ties", []))} for r in rows]
+    return {"per_head.md": _write_text(out_dir / "per_head.md", md + _inputs_note(inputs)),
+            "per_head.csv": write_csv(csv_rows, out_dir / "per_head.csv", PER_HEAD_COLUMNS),
             "per_head.json": write_json(rows, out_dir / "per_head.json"),
             "per_head_scores.csv": write_csv(full, out_dir / "per_head_scores.csv")}
 
 
+def _ties_cell(ties: Sequence[str], shown: int = 3) -> str:
+    """``count: first few`` of a row's near ties."""
+    if not ties:
+        return "0"
+    more = f" +{len(ties) - shown}" if len(ties) > shown else ""
+    return f"{len(ties)}: {', '.join(ties[:shown])}{more}"
+
+
 def per_head_figures(accuracy: npt.NDArray[np.float64], floor: float, selectivity: npt.NDArray[np.float64] | None,
-                     out_dir: Path, *, subject: str = "", fmt: str = "png") -> dict[str, Path]:
+                     out_dir: Path, *, subject: str = "", fmt: str = "png", where: str = "") -> dict[str, Path]:
     """Heatmaps of the per-head probes on ALL: ``accuracy`` ``(L, H)`` and, with a control task, ``selectivity``.
 
-    ``subject`` (model and data) goes into each title; ``fmt``: png, svg or pdf.
+    ``subject`` (model and data) and ``where`` (which data) go into each title; ``fmt``: png, svg or pdf.
     """
     from probes.reports.figures import head_heatmap
 
@@ -103,12 +174,12 @@ def per_head_figures(accuracy: npt.NDArray[np.float64], floor: float, selectivit
     name = f"figures/probe_per_head_ALL.{fmt}"
     out = {name: head_heatmap(
         accuracy, out_dir / name,
-        title=f"Per-head probe accuracy, ALL (held out){on}\nposition-only probe: {floor:.3f}")}
+        title=f"Per-head probe accuracy, ALL ({where or 'evaluation data'}){on}\nposition-only probe: {floor:.3f}")}
     if selectivity is not None:
         name = f"figures/probe_selectivity_ALL.{fmt}"
         out[name] = head_heatmap(
             selectivity, out_dir / name, title=f"Per-head probe selectivity, ALL{on}: "
-            "gain over position-only, task minus control", label="selectivity", vmin=None)
+            "accuracy - control-task accuracy", label="selectivity", vmin=None)
     return out
 
 
@@ -126,29 +197,35 @@ def attn_weight_figure(weights: npt.NDArray[np.floating], out_dir: Path, *, subj
     return {name: path}
 
 
-def label_rows(correct: npt.NDArray[np.int64], total: npt.NDArray[np.int64], n_heads: int
-               ) -> tuple[Rows, Rows, npt.NDArray[np.float64]]:
+def label_rows(correct: npt.NDArray[np.int64], total: npt.NDArray[np.int64], n_heads: int, *,
+               select: tuple[Any, Any] | None = None) -> tuple[Rows, Rows, npt.NDArray[np.float64]]:
     """Top-10 rows (with bootstrap intervals), one row per head, and ``(P,)`` accuracy of the label probes.
 
-    ``correct`` is ``(n_sentences, P)`` with the position-only probe last, ``total`` ``(n_sentences,)``.
+    ``correct`` is ``(n_sentences, P)`` with the position-only probe last, ``total`` ``(n_sentences,)``, both on
+    the report data; heads are ranked on ``select`` = ``(correct, total)`` of the selection data (default: the
+    report data itself).
     """
     acc = correct.sum(0) / max(int(total.sum()), 1)  # (P,)
+    sel_c, sel_t = select if select is not None and select[0] is not None else (correct, total)
+    sel_acc = sel_c.sum(0) / max(int(sel_t.sum()), 1)
     lh = len(acc) - 1
     floor = float(acc[-1])
-    order = np.argsort(-acc[:lh], kind="stable")
+    order = np.argsort(-sel_acc[:lh], kind="stable")
     low, high = bootstrap_ci(correct[:, order[:10]], total)
-    rows = [{"rank": k + 1, "head": head_name(*divmod(int(p), n_heads)), "accuracy": float(acc[p]),
-             "ci_low": float(lo), "ci_high": float(hi), "position_only": floor, "gain": float(acc[p] - floor)}
-            for k, (p, lo, hi) in enumerate(zip(order[:10], low, high))]
+    rows = [{"rank": k + 1, "head": head_name(*divmod(int(p), n_heads)), "select_accuracy": float(sel_acc[p]),
+             "accuracy": float(acc[p]), "ci_low": float(lo), "ci_high": float(hi), "position_only": floor,
+             "gain": float(acc[p] - floor)} for k, (p, lo, hi) in enumerate(zip(order[:10], low, high))]
     full = [{"layer": p // n_heads + 1, "head": p % n_heads + 1, "head_name": head_name(*divmod(p, n_heads)),
-             "accuracy": float(acc[p]), "position_only": floor} for p in range(lh)]
+             "accuracy": float(acc[p]), "select_accuracy": float(sel_acc[p]), "position_only": floor}
+            for p in range(lh)]
     return rows, full, acc
 
 
 def write_label(rows: Rows, full: Rows, accuracy: npt.NDArray[np.float64], facts: Mapping[str, int],
-                out_dir: Path, figures: bool, *, subject: str = "", fmt: str = "png") -> dict[str, Path]:
+                out_dir: Path, figures: bool, *, subject: str = "", fmt: str = "png",
+                selection: Mapping[str, Any] | None = None) -> dict[str, Path]:
     """``label.{md,csv}`` and, with ``figures``, the heatmap of the label probes' ``accuracy`` ``(P,)``
-    (``subject``, model and data, in its title; ``fmt``: png, svg or pdf).
+    (``subject``, model and data, in its title; ``fmt``: png, svg or pdf; ``selection``: where heads were ranked).
 
     ``facts``: ``n_layers``, ``n_heads``, ``n_labels``, ``train_arcs_used``, ``train_arcs_seen``.
     """
@@ -158,8 +235,9 @@ def write_label(rows: Rows, full: Rows, accuracy: npt.NDArray[np.float64], facts
                         percent=["accuracy", "ci_low", "ci_high", "position_only", "gain"])
     note = (f"\nLabel probes: given the gold arc, one LogisticRegression per head predicts its relation "
             f"({facts['n_labels']} labels) from that head's attention on the arc plus its relative position; "
-            f"trained on {facts['train_arcs_used']} of {facts['train_arcs_seen']} training arcs (reservoir sample). "
-            f"Top 10 heads. {INDEXING_NOTE}.\n")
+            f"trained on {facts['train_arcs_used']} of {facts['train_arcs_seen']} training arcs (reservoir sample; "
+            f"first seed only). Top 10 heads, ranked on the selection data. {selection_note(selection)} "
+            f"95% percentile bootstrap intervals over sentences (1000 resamples). {INDEXING_NOTE}.\n")
     out = {"label.md": _write_text(out_dir / "label.md", md + note),
            "label.csv": write_csv(full, out_dir / "label.csv")}
     if figures:
@@ -169,23 +247,35 @@ def write_label(rows: Rows, full: Rows, accuracy: npt.NDArray[np.float64], facts
         name = f"figures/probe_label.{fmt}"
         out[name] = head_heatmap(
             accuracy[:-1].reshape(facts["n_layers"], facts["n_heads"]), out_dir / name,
-            title=f"Per-head label probe accuracy (held out){on}\nposition-only probe: {floor:.3f}", vmin=None)
+            title=f"Per-head label probe accuracy (report data){on}\nposition-only probe: {floor:.3f}", vmin=None)
     return out
 
 
-def format_summary(parsers: Rows | None, per_head: Rows | None, timings: Mapping[str, float]) -> str:
-    """Terminal text of a probing run: the parsers, the per-head probes' listed relations, the timings."""
+def format_summary(parsers: Rows | None, per_head: Rows | None, timings: Mapping[str, float], *,
+                   comparisons: Rows | None = None, selection: Mapping[str, Any] | None = None,
+                   n_seeds: int = 1) -> str:
+    """Terminal text of a probing run: the parsers, their comparisons, the per-head probes' listed relations,
+    the timings."""
     text = ""
     if parsers:
-        cols = ["probe", "uas", "uas_ci_low", "uas_ci_high", "uuas", "control_uas", "selectivity"]
-        text += text_table(parsers, cols, headers=["probe", "UAS", "low", "high", "UUAS", "control UAS",
-                                                   "selectivity"], percent=cols[1:])
+        cols = ["probe", "uas", "uas_sd", "uas_ci_low", "uas_ci_high", "uuas", "control_uas", "selectivity",
+                "selectivity_ci_low", "selectivity_ci_high"]
+        text += f"Parsers (mean over {n_seeds} seed{'s' if n_seeds != 1 else ''}; 95% intervals over sentences):\n"
+        text += text_table(parsers, cols, headers=["probe", "UAS", "sd", "low", "high", "UUAS", "control UAS",
+                                                   "selectivity", "low", "high"], percent=cols[1:])
+    if comparisons:
+        text += "\nPaired comparisons (Holm-corrected):\n"
+        text += text_table([{**c, "sig": "yes" if c["significant"] else "no", "p_cell": format_p(c["p_holm"])}
+                            for c in comparisons],
+                           ["a", "b", "difference", "ci_low", "ci_high", "p_cell", "sig"],
+                           headers=["a", "b", "a - b", "low", "high", "p (Holm)", "sig."],
+                           percent=["difference", "ci_low", "ci_high"])
     if per_head is not None:
-        cols = ["relation", "count", "head", "accuracy", "position_only", "argmax_head", "argmax_accuracy",
-                "selectivity"]
-        text += "\nPer-head relation probes (best head per relation, held out):\n"
-        text += text_table(per_head, cols, headers=["relation", "count", "head", "probe", "position", "argmax head",
-                                                    "argmax", "selectivity"],
+        cols = ["relation", "count", "head", "accuracy", "position_only", "significant", "argmax_head",
+                "argmax_accuracy", "selectivity"]
+        text += f"\nPer-head relation probes (best head per relation). {selection_note(selection)}\n"
+        text += text_table(per_head, cols, headers=["relation", "count", "head", "probe", "position", "sig.",
+                                                    "argmax head", "argmax", "selectivity"],
                            percent=["accuracy", "position_only", "argmax_accuracy", "selectivity"])
     text += (f"\nTimings: training {timings['train_s']:.1f} s, evaluation {timings['eval_s']:.1f} s"
              + (f", random-init control {timings['random_init_s']:.1f} s" if "random_init_s" in timings else "")

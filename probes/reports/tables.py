@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["write_csv", "write_json", "markdown_table", "text_table", "format_value"]
+__all__ = ["write_csv", "write_json", "markdown_table", "text_table", "format_value", "format_p"]
 
 
 def format_value(value: Any, *, percent: bool = False) -> str:
@@ -27,11 +27,22 @@ def format_value(value: Any, *, percent: bool = False) -> str:
     return str(value)
 
 
+def format_p(p: float) -> str:
+    """A p-value for people: ``<0.001``, three decimals, or ``-`` when there was no test (NaN)."""
+    if p != p:
+        return "-"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
 def write_csv(rows: Sequence[Mapping[str, Any]], path: str | Path, columns: Sequence[str] | None = None) -> Path:
-    """Write ``rows`` as CSV with a header; floats keep full precision."""
+    """Write ``rows`` as CSV with a header; floats keep full precision.
+
+    Default columns: every key of any row, in order of first appearance (rows of several kinds,
+    e.g. baselines and tested heads, share one file; a key a row lacks is an empty cell).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    columns = list(columns or (rows[0].keys() if rows else []))
+    columns = list(columns or dict.fromkeys(k for row in rows for k in row))
     with path.open("w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
         writer.writerow(columns)

@@ -16,6 +16,7 @@ JSON leaderboard, ``scores.csv``, the layers x heads heatmaps and ``run.json``;
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import time
@@ -27,14 +28,17 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from probes.analysis.bridging import BridgingResult, BridgingScores
+from probes.analysis.bridging import MIN_LINKS, BridgingResult, BridgingScores
 from probes.analysis.coreference import AntecedentAccuracy, CorefResult
 from probes.analysis.driver import item_id, stream
+from probes.analysis.split import Half
 from probes.checksum import file_sha256
 from probes.corpora.registry import resolve_treebank
 from probes.errors import ConfigError
 from probes.heads.naming import INDEXING_NOTE
 from probes.reports.coreference import (
+    BRIDGING_SCALES,
+    SelectionInfo,
     bridging_columns,
     bridging_panels,
     bridging_tables,
@@ -42,6 +46,7 @@ from probes.reports.coreference import (
     coref_panels,
     coref_tables,
     head_rows,
+    selection_info,
     write_heatmaps,
     write_leaderboard,
 )
@@ -64,8 +69,12 @@ log = logging.getLogger("probes")
 Rows = list[dict[str, Any]]
 
 COREF_DEFINITIONS = {
-    "evaluated": "a mention whose entity has an earlier mention (start first, or same start and longer) "
-                 "inside the window; scored once, in the earliest window holding it",
+    "evaluated": "a mention whose entity has a preceding mention (one ending before it starts) inside the "
+                 "window; scored once, in the earliest window holding it",
+    "antecedents": "the preceding mentions of the anaphor's entity; a mention containing or overlapping the "
+                   "anaphor is never its antecedent",
+    "baselines": "nearest mention, head-word match and rule-based sieve choose only among mentions that end "
+                 "before the anaphor starts (any entity), nearest = the one starting last",
     "prediction": "argmax over candidate words of the anaphor head's row (specials dropped, self "
                   "excluded, ties left-most); correct if it is the head word of any antecedent",
     "mention_type": "head UPOS PRON or DET -> pronoun, PROPN -> proper, else nominal",
@@ -86,6 +95,14 @@ BRIDGING_DEFINITIONS = {
             "by word offsets instead of inline markers)",
     "antecedent": "the Bridge's antecedent mention chosen by the reader (nearest earlier mention of "
                   "the antecedent entity); a link is scored in the earliest window holding both",
+    "credit": {"any": "any: the argmax is right on the head word of any mention of the antecedent entity ending "
+                      "before the anaphor starts inside the window, or of the reader's antecedent",
+               "nearest": "nearest: the argmax is right only on the reader's antecedent's head word"},
+    "uniform_floor": "expected argmax accuracy of uniform attention over the candidate words (window words but "
+                     "the anaphor head): credited antecedent heads / candidate words",
+    "baselines": "nearest mention: head word of the mention (any entity) ending before the anaphor starts and "
+                 "starting last; offset k: the word k words from the anaphor head (k in -50..50, chosen on the "
+                 "selection data); the stronger of the two on the selection data is the one tested against",
 }
 
 
@@ -101,14 +118,32 @@ class _AnaphoraReport:
     TITLE: ClassVar[str]
     LABEL: ClassVar[str]
     CELLS: ClassVar[str]
+    SCALES: ClassVar[Mapping[str, tuple[str, ...]] | None] = None
     result: Any
     selection: Any
     record: dict[str, Any]
     n_resamples: int
 
+    def full_tables(self) -> tuple[Rows, str, str, Any]:
+        """``(rows, markdown, text, correction)`` of the leaderboard."""
+        raise NotImplementedError
+
     def tables(self) -> tuple[Rows, str, str]:
         """``(rows, markdown, text)`` of the leaderboard (heads chosen on ``selection`` when there is one)."""
-        raise NotImplementedError
+        return self.full_tables()[:3]
+
+    @property
+    def selection_info(self) -> SelectionInfo:
+        """Where heads were chosen and reported (mode ``split``, ``separate`` or ``same``)."""
+        return selection_info(self.record, self.selection is not None)
+
+    @property
+    def whole(self) -> Any:
+        """The scores on every document of the corpus: in split mode both halves together, else ``result``
+        (``scores.csv`` and the heatmaps show these)."""
+        if self.selection is None or self.selection_info.mode != "split":
+            return self.result
+        return _concat(self.selection, self.result)
 
     def columns(self) -> dict[str, np.ndarray]:
         """The ``(L, H)`` score columns of ``scores.csv``."""
@@ -141,7 +176,8 @@ class _AnaphoraReport:
 
     def head_rows(self) -> Rows:
         """One row per head: its 1-based name and every score column (``scores.csv``)."""
-        return head_rows(self.result.layers, self.result.heads, self.columns())
+        whole = self.whole
+        return head_rows(whole.layers, whole.heads, self.columns())
 
     def write(self, out_dir: str | Path, *, figures: bool = True, figure_format: str = "png",
               overwrite: bool = False) -> dict[str, Path]:
@@ -158,14 +194,19 @@ class _AnaphoraReport:
         if figure_format not in FIGURE_FORMATS:
             raise ConfigError(f"figure_format: expected one of {', '.join(FIGURE_FORMATS)}, found {figure_format!r}")
         out = prepare_out_dir(out_dir, self.record.get("command"), overwrite=overwrite)
-        rows, md, _ = self.tables()
+        rows, md, _, correction = self.full_tables()
+        record = {**self.record, "selection": self.selection_info.as_dict(), "significance": correction.as_dict()}
         inputs = inputs_lines(self.record.get("inputs", {}), limit=None)
+        scope = ("every document of the corpus (both halves)" if self.whole is not self.result
+                 else "the reported data")
+        md = f"`scores.csv` and the heatmaps show every head on {scope}.\n\n{md}"
         paths = write_leaderboard(out, self.NAME, title=self.title, cells=self.CELLS, rows=rows, md=md,
-                                  record=self.record, scores=self.head_rows(), inputs=inputs)
+                                  record=record, scores=self.head_rows(), inputs=inputs)
         if figures:
             paths += write_heatmaps(out, self.NAME, self.panels(), title=self.title, label=self.LABEL,
-                                    baseline=self._baseline(), figure_format=figure_format)
-        paths.append(write_record(self.record, out, paths))
+                                    baseline=self._baseline(), figure_format=figure_format,
+                                    scales=self.SCALES)
+        paths.append(write_record(record, out, paths))
         return {p.name: p for p in paths}
 
     def to_pandas(self) -> Any:
@@ -196,20 +237,20 @@ class CoreferenceRun(_AnaphoraReport, Result):
     record: dict[str, Any]
     n_resamples: int = 1000
 
-    def tables(self) -> tuple[Rows, str, str]:
-        """``(rows, markdown, text)`` of the leaderboard (heads chosen on ``selection`` when there is one)."""
-        return coref_tables(self.result, self.selection, n_resamples=self.n_resamples)
+    def full_tables(self) -> tuple[Rows, str, str, Any]:
+        """``(rows, markdown, text, correction)`` of the leaderboard (heads chosen on ``selection`` when given)."""
+        return coref_tables(self.result, self.selection, sel=self.selection_info, n_resamples=self.n_resamples)
 
     def columns(self) -> dict[str, np.ndarray]:
-        """Accuracy per mention type and distance band, ``(L, H)`` each."""
-        return coref_columns(self.result)
+        """Accuracy per mention type and distance band, ``(L, H)`` each, on every document (:attr:`whole`)."""
+        return coref_columns(self.whole)
 
     def panels(self) -> dict[str, np.ndarray]:
-        """Accuracy per leaderboard column, ``(L, H)`` each."""
-        return coref_panels(self.result)
+        """Accuracy per leaderboard column, ``(L, H)`` each, on every document (:attr:`whole`)."""
+        return coref_panels(self.whole)
 
     def _baseline(self) -> float | None:
-        return self.result.baseline_accuracy("rule_sieve")
+        return self.whole.baseline_accuracy("rule_sieve")
 
 
 @dataclass(frozen=True)
@@ -227,23 +268,27 @@ class BridgingRun(_AnaphoraReport, Result):
     TITLE: ClassVar[str] = "Bridging"
     LABEL: ClassVar[str] = "score"
     CELLS: ClassVar[str] = "argmax accuracy and attention-mass ratio"
+    SCALES: ClassVar[Mapping[str, tuple[str, ...]] | None] = BRIDGING_SCALES
 
     result: BridgingResult
     selection: BridgingResult | None
     record: dict[str, Any]
     n_resamples: int = 1000
+    min_links: int = MIN_LINKS
 
-    def tables(self) -> tuple[Rows, str, str]:
-        """``(rows, markdown, text)`` of the leaderboard, one row per distance band."""
-        return bridging_tables(self.result, self.selection, n_resamples=self.n_resamples)
+    def full_tables(self) -> tuple[Rows, str, str, Any]:
+        """``(rows, markdown, text, correction)``: one row for all links, then one per run of distance bands
+        holding at least ``min_links`` links."""
+        return bridging_tables(self.result, self.selection, sel=self.selection_info, n_resamples=self.n_resamples,
+                               min_links=self.min_links)
 
     def columns(self) -> dict[str, np.ndarray]:
-        """Argmax accuracy and mass ratio, overall and per distance band, ``(L, H)`` each."""
-        return bridging_columns(self.result)
+        """Argmax accuracy and mass ratio, overall and per distance band, ``(L, H)`` each (every document)."""
+        return bridging_columns(self.whole)
 
     def panels(self) -> dict[str, np.ndarray]:
-        """Argmax accuracy, mass ratio and mass ratio per distance band, ``(L, H)`` each."""
-        return bridging_panels(self.result)
+        """Argmax accuracy and mass ratio, overall and per distance band, ``(L, H)`` each (every document)."""
+        return bridging_panels(self.whole)
 
 
 def _model_name(record: Mapping[str, Any]) -> str:
@@ -279,7 +324,9 @@ def coreference(
         model: a model folder, ``package:NAME`` or hub name (loaded with eager attention), or an
             :class:`~probes.extraction.extractor.AttentionExtractor`.
         corpus: GUM / CorefUD CoNLL-U file (or ``ud:en_gum:SPLIT``) with ``Entity=`` annotation (scored).
-        select_on: another such file: heads are chosen on it and reported on ``corpus``.
+        select_on: where the best heads are chosen: None (default, ``split``): on one half of ``corpus``'s
+            documents (fixed hash of the document id), reported on the other; another such file
+            (``separate``); or ``"same"``: on ``corpus`` itself (Clark et al.; optimistic, never tested).
         window: tokens per window, specials included (default: the model's maximum).
         stride: tokens between window starts (default: half a window).
         candidates, direction, antecedents, singletons, split_antecedents: options of
@@ -304,7 +351,8 @@ def coreference(
         "coref", options={**_options(model, corpus, select_on, window, stride, direction, limit), **scorer.options},
         definitions=definitions, model=extractor.info(), data=facts, selection_data=sel_facts,
         counts=result.counts, inputs=_inputs(facts, sel_facts), extraction_report=extractor.report.as_dict(),
-        seconds=round(time.perf_counter() - t0, 2), versions=versions(), indexing=INDEXING_NOTE)
+        seconds=round(time.perf_counter() - t0, 2), versions=versions(), indexing=INDEXING_NOTE,
+        selection=_selection_record(corpus, select_on, result, selection))
     return CoreferenceRun(result, selection, record, n_resamples)
 
 
@@ -316,6 +364,8 @@ def bridging(
     window: int | None = None,
     stride: int | None = None,
     direction: str = "anaphor_to_antecedent",
+    credit: str = "any",
+    min_links: int = MIN_LINKS,
     batch_size: int = 4,
     device: str | None = None,
     revision: str | None = None,
@@ -330,16 +380,20 @@ def bridging(
         model: a model folder, ``package:NAME`` or hub name, or an
             :class:`~probes.extraction.extractor.AttentionExtractor`.
         corpus: GUM CoNLL-U file with ``Bridge=`` annotation (scored).
-        select_on: another such file: heads are chosen on it and reported on ``corpus``.
+        select_on: as in :func:`coreference` (None: halves of ``corpus``; a file; ``"same"``).
         window, stride: as in :func:`coreference`.
         direction: ``anaphor_to_antecedent`` | ``antecedent_to_anaphor``.
+        credit: ``any`` (default: any preceding mention of the antecedent entity) | ``nearest`` (the reader's).
+        min_links: fewest links of a row: distance bands are merged until each run holds this many.
         batch_size, device, revision: how the model is loaded and run (ignored for an extractor).
         on_long, limit: as in :func:`coreference`.
         n_resamples: bootstrap resamples for the intervals of the report.
         progress: progress bar on stderr.
     """
-    make = partial(BridgingScores, direction=direction)
+    make = partial(BridgingScores, direction=direction, credit=credit)
     make()  # validates the options before the model loads
+    if min_links < 1:
+        raise ConfigError(f"min_links: expected a positive number of links, found {min_links}")
     check_run_options(batch_size=batch_size, device=device, on_long=on_long, limit=limit, n_resamples=n_resamples)
     t0 = time.perf_counter()
     extractor, result, facts, selection, sel_facts = _score_corpora(
@@ -347,14 +401,58 @@ def bridging(
         load={"revision": revision, "device": device, "batch_size": batch_size, "progress": progress,
               "on_long": on_long})
     record = run_record(
-        "bridging", options=_options(model, corpus, select_on, window, stride, direction, limit),
-        definitions=BRIDGING_DEFINITIONS, model=extractor.info(), data=facts, selection_data=sel_facts,
+        "bridging", options={**_options(model, corpus, select_on, window, stride, direction, limit),
+                             "credit": credit, "min_links": min_links},
+        definitions={**BRIDGING_DEFINITIONS, "credit": BRIDGING_DEFINITIONS["credit"][credit]},
+        model=extractor.info(), data=facts, selection_data=sel_facts,
         counts=result.counts, inputs=_inputs(facts, sel_facts), extraction_report=extractor.report.as_dict(),
-        seconds=round(time.perf_counter() - t0, 2), versions=versions(), indexing=INDEXING_NOTE)
-    return BridgingRun(result, selection, record, n_resamples)
+        seconds=round(time.perf_counter() - t0, 2), versions=versions(), indexing=INDEXING_NOTE,
+        selection=_selection_record(corpus, select_on, result, selection))
+    return BridgingRun(result, selection, record, n_resamples, min_links)
 
 
 # ---------------------------------------------------------------------------------- steps
+def _mode(select_on: str | Path | None) -> str:
+    """``split`` (None), ``same`` (the word ``same``) or ``separate`` (a corpus)."""
+    return "split" if select_on is None else "same" if str(select_on) == "same" else "separate"
+
+
+def _selection_record(corpus: str | Path, select_on: str | Path | None, result: Any, selection: Any
+                      ) -> dict[str, Any]:
+    """``run.json``'s ``"selection"``: mode, where heads were chosen and reported (and the split rule)."""
+    mode, name = _mode(select_on), Path(str(corpus)).name
+    if mode == "split":
+        sel = SelectionInfo(mode, f"{name}, selection half ({_documents(len(selection.units))})",
+                            f"{name}, report half ({_documents(len(result.units))})")
+    elif mode == "separate":
+        sel = SelectionInfo(mode, Path(str(select_on)).name, name)
+    else:
+        sel = SelectionInfo(mode, name, name)
+    return sel.as_dict()
+
+
+def _documents(n: int) -> str:
+    return f"{n} document{'' if n == 1 else 's'}"
+
+
+def _concat(first: Any, second: Any) -> Any:
+    """Two results of one analysis on disjoint documents as one: per-document arrays stacked, counts added."""
+    if not second.units:
+        return first
+    if not first.units:
+        return second
+    if (first.layers, first.heads) != (second.layers, second.heads):
+        raise ConfigError("cannot join results over different layers and heads")
+    n1, changes = len(first.units), {"units": first.units + second.units}
+    for f in dataclasses.fields(first):
+        a, b = getattr(first, f.name), getattr(second, f.name)
+        if isinstance(a, np.ndarray) and a.ndim and a.shape[0] == n1:
+            changes[f.name] = np.concatenate([a, b])
+        elif f.name == "counts":
+            changes[f.name] = {k: {j: v + b[k][j] for j, v in row.items()} for k, row in a.items()}
+    return dataclasses.replace(first, **changes)
+
+
 def _inputs(facts: dict[str, Any], sel_facts: dict[str, Any] | None) -> dict[str, Any]:
     """The run's ``inputs`` section (windows seen, analysed, skipped, truncated, windowed, by id), per corpus."""
     out = {"report": facts.pop("inputs")}
@@ -396,24 +494,46 @@ def _score_corpora(make: Callable[[], Any], model: Any, corpus: str | Path, sele
                    limit: int | None = None) -> tuple[Any, Any, dict[str, Any], Any, dict[str, Any] | None]:
     """Load the model, score ``corpus`` with a ``make()`` scorer and, if given, ``select_on`` with another.
 
+    ``select_on``: None scores the two halves of ``corpus`` in one pass (:class:`~probes.analysis.split.Half`:
+    the report half is the result, the selection half the selection); ``"same"`` scores ``corpus`` alone;
+    a corpus is scored separately as the selection.
+
     Returns:
-        ``(extractor, result, facts, selection_result, selection_facts)``; the selection pair is ``None``
-        without ``select_on``.
+        ``(extractor, result, facts, selection_result, selection_facts)``; ``selection_facts`` is ``None``
+        unless ``select_on`` is a corpus, ``selection_result`` is ``None`` with ``"same"``.
     """
     if window is not None and window < 3 or stride is not None and stride < 1:
         raise ConfigError(f"--window/--stride: expected a window over 2 tokens and a positive stride, "
                           f"found {window} and {stride}")
+    mode = _mode(select_on)
     corpus = resolve_treebank(corpus)  # a file, or ud:en_gum:SPLIT from the registry
-    select_on = None if select_on is None else resolve_treebank(select_on)
+    select_on = resolve_treebank(select_on) if mode == "separate" else None
     for path in (corpus, select_on):
         if path is not None:
             _check_annotated(path, bridges=bridges)
     extractor = _extractor(model, **load)
-    result, facts = _scan(extractor, Path(corpus), window, stride, make(), limit)
+    if mode == "split":  # one pass, each half to its own scorer
+        halves = {"report": Half(make(), "report"), "select": Half(make(), "select")}
+        scores, facts = _scan(extractor, Path(corpus), window, stride, halves, limit)
+        _check_halves(halves, Path(corpus).name)
+        return extractor, scores["report"], facts, scores["select"], None
+    scores, facts = _scan(extractor, Path(corpus), window, stride, {"scores": make()}, limit)
     selection = sel_facts = None
     if select_on is not None:
-        selection, sel_facts = _scan(extractor, Path(select_on), window, stride, make(), limit)
-    return extractor, result, facts, selection, sel_facts
+        sel_scores, sel_facts = _scan(extractor, Path(select_on), window, stride, {"scores": make()}, limit)
+        selection = sel_scores["scores"]
+    return extractor, scores["scores"], facts, selection, sel_facts
+
+
+def _check_halves(halves: Mapping[str, Half[Any]], name: str) -> None:
+    """ConfigError when a half of the documents is empty: no head can be chosen on one half and tested on the other."""
+    empty = [label for half, label in (("select", "selection"), ("report", "report")) if not halves[half].n_seen]
+    if empty:
+        raise ConfigError(f"{name}: the {' and '.join(empty)} half of the documents holds no window "
+                          f"({halves['select'].n_seen} selection, {halves['report'].n_seen} report windows): too "
+                          "few documents to choose heads on one half and report them on the other; give a "
+                          "separate selection corpus (--select-on DATA) or choose on the same data "
+                          "(--select-on same, optimistic)")
 
 
 def _count_documents(corpus: str | Path, limit: int | None) -> int:
@@ -432,9 +552,9 @@ def _noting(pairs: Iterable[tuple[Any, Any]], yielded: dict[str, bool]) -> Itera
 
 
 def _scan(extractor: Any, corpus: Path, window: int | None, stride: int | None,
-          scorer: Any, limit: int | None = None) -> tuple[Any, dict[str, Any]]:
-    """Read ``corpus`` (its first ``limit`` documents), window it, stream its attention through ``scorer``;
-    returns its result and the run facts."""
+          scorers: dict[str, Any], limit: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Read ``corpus`` (its first ``limit`` documents), window it, stream its attention through every scorer
+    of ``scorers`` in one pass; returns their results by name and the run facts."""
     from probes.corpora import read_documents
     from probes.extraction.windows import iter_windows
 
@@ -465,7 +585,7 @@ def _scan(extractor: Any, corpus: Path, window: int | None, stride: int | None,
     pairs = extractor.iter_words(windows(), words=lambda w: w.words, desc=f"{Path(corpus).name} (documents)",
                                  total=total, unit="doc", advance=lambda w: int(w.end >= w.document.n_words))
     yielded: dict[str, bool] = {}  # window id -> whether the extractor ran it in windows of its own
-    done = stream(_noting(pairs, yielded), {"scores": scorer})
+    done = stream(_noting(pairs, yielded), scorers)
     facts["windows_skipped_by_extractor"] = facts["windows"] - done.n_items + len(done.skipped)
     facts["inputs"] = inputs_record(
         len(seen), done.n_items - len(done.skipped), skipped=[i for i in seen if i not in yielded],
@@ -477,4 +597,4 @@ def _scan(extractor: Any, corpus: Path, window: int | None, stride: int | None,
     if facts["windows_skipped_by_extractor"]:
         log.warning("%d windows were skipped by the extractor; their mentions are not counted",
                     facts["windows_skipped_by_extractor"])
-    return done["scores"], facts
+    return {name: done[name] for name in scorers}, facts

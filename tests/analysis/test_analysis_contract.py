@@ -112,6 +112,9 @@ def canonical(result: Any) -> Any:
     order = np.lexsort((units.relation, unit))
     sorted_units = UnitCounts(units.indptr, units.relation[order], units.total[order], units.correct[order])
     changes: dict[str, Any] = {"units": sorted_units}
+    grid = getattr(result, "grid_units", None)
+    if isinstance(grid, UnitCounts):  # same rows as ``units``: same order
+        changes["grid_units"] = UnitCounts(grid.indptr, grid.relation[order], grid.total[order], grid.correct[order])
     if getattr(result, "unit_positions", None) is not None:
         rows = result.unit_positions
         changes["unit_positions"] = rows[np.lexsort(rows.T[::-1])]

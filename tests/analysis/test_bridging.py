@@ -139,3 +139,76 @@ def test_merge_reset_and_errors() -> None:
         BridgingScores(direction="sideways")
     with pytest.raises(AlignmentError, match="expected attention over 14 words"):
         BridgingScores().update(win, attention_small(3))
+
+
+# ---------------------------------------------------------------------------------- any-mention credit (issue 10)
+# offsets: We 0 saw 1 a 2 house 3 . 4 | The 5 house 6 had 7 a 8 garden 9 . 10 | The 11 door 12 was 13 red 14 . 15
+ANY_WORDS = [["We", "saw", "a", "house", "."], ["The", "house", "had", "a", "garden", "."],
+             ["The", "door", "was", "red", "."]]
+A_HOUSE, THE_HOUSE = Mention("house", (2, 3), 3, 0), Mention("house", (5, 6), 6, 1)
+GARDEN, THE_DOOR = Mention("garden", (8, 9), 9, 1), Mention("door", (11, 12), 12, 2)
+
+
+def any_doc() -> Document:
+    sents = tuple(Sentence(f"any-{s}", tuple(ws), tuple([0] + [1] * (len(ws) - 1)),
+                           ("root",) + ("dep",) * (len(ws) - 1)) for s, ws in enumerate(ANY_WORDS))
+    # the reader's antecedent of 'The door' is the nearest house mention starting before it: 'The house'
+    return Document("any", sents, (A_HOUSE, THE_HOUSE, GARDEN, THE_DOOR), (Bridge(THE_DOOR, "house", THE_HOUSE),))
+
+
+def pointing(n: int, row: int, targets: Sequence[int | None]) -> WordAttention:
+    """``(1, len(targets), n+2, n+2)``: head h's row ``row`` puts 0.5 on word targets[h] (None: uniform rows)."""
+    w = np.full((1, len(targets), n + 2, n + 2), 0.5 / (n + 2))
+    for h, t in enumerate(targets):
+        if t is not None:
+            w[0, h, row + 1, t + 1] = 0.5
+    return WordAttention(w, np.r_[True, np.zeros(n, bool), True], (0,), tuple(range(len(targets))))
+
+
+@pytest.mark.parametrize(("credit", "accuracy", "floor", "hit_offsets"),
+                         [("any", [1, 1, 0], 2 / 15, [-9, -6]), ("nearest", [0, 1, 0], 1 / 15, [-6])])
+def test_any_mention_credit_on_a_hand_made_document(credit: str, accuracy: list[float], floor: float,
+                                                   hit_offsets: list[int]) -> None:
+    """'The door' bridges to the house, mentioned twice before it: 'a house' (head 3) and 'The house' (head 6).
+
+    Head 0 attends from 'door' (12) to the first 'house' (3), head 1 to the second (6), head 2 is uniform
+    (ties left-most: 'We'). Any-mention credit (default) rewards heads 0 and 1; the old rule only head 1.
+    """
+    doc = any_doc()
+    (win,) = document_windows(doc, count, 512)
+    acc = BridgingScores(credit=credit)
+    acc.update(win, pointing(win.n_words, 12, [3, 6, None]))
+    res = acc.compute()
+    assert res.options["credit"] == credit and res.links("1") == res.links() == 1
+    np.testing.assert_array_equal(res.accuracy("1")[0], accuracy)
+    # uniform attention over the 15 candidate words (16 words but the anaphor head) hits a credited head
+    assert res.uniform_floor() == pytest.approx(floor)
+    # nearest mention before 'The door' is 'a garden' (starts last): wrong under both rules
+    assert res.nearest_accuracy() == 0.0
+    hits = [o for o, a in zip(res.offsets, res.offset_accuracy()) if a == 1]
+    assert hits == hit_offsets and res.offset_accuracy().sum() == len(hit_offsets)
+    # the mass ratio stays on the reader's antecedent span (2 of 16 words for a uniform head)
+    assert res.chance_mass() == pytest.approx(2 / 16)
+
+
+def test_nearest_mention_baseline_hits_when_the_antecedent_is_nearest() -> None:
+    doc = any_doc()
+    doc = Document("any", doc.sentences, (A_HOUSE, THE_HOUSE, THE_DOOR), doc.bridges)  # no garden in between
+    (win,) = document_windows(doc, count, 512)
+    acc = BridgingScores()
+    acc.update(win, pointing(win.n_words, 12, [None]))
+    assert acc.compute().nearest_accuracy() == 1.0
+
+
+def test_bands_merge_until_each_has_enough_links() -> None:
+    from probes.analysis.bridging import merge_bands
+
+    groups = merge_bands([0, 12, 25, 40, 3], 30)
+    assert [(g.label, g.bands, g.links, g.enough) for g in groups] == [
+        ("0-2", ("0", "1", "2"), 37, True), ("3+", ("3-5", "6+"), 43, True)]
+    assert [(g.label, g.links, g.enough) for g in merge_bands([1, 2, 0, 0, 0], 30)] == [("0+", 3, False)]
+    assert [g.label for g in merge_bands([30, 30, 30, 30, 30], 30)] == ["0", "1", "2", "3-5", "6+"]
+    with pytest.raises(ConfigError):
+        merge_bands([1, 2], 30)
+    with pytest.raises(ConfigError, match="credit"):
+        BridgingScores(credit="all")

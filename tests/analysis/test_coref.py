@@ -212,9 +212,9 @@ def slow_reference(doc: Document, att: np.ndarray, candidates: str, direction: s
     correct = np.zeros((n_layers, n_heads))
     total = 0
     for k, m in enumerate(ms):
-        gold = {a.head for a in ms[:k] if a.entity == m.entity and a.head != m.head}
+        gold = {a.head for a in ms[:k] if a.entity == m.entity and a.end <= m.start}  # preceding mentions
         if not gold and parts:
-            gold = {a.head for a in ms[:k] if a.entity in parts.get(m.entity, ()) and a.head != m.head}
+            gold = {a.head for a in ms[:k] if a.entity in parts.get(m.entity, ()) and a.end <= m.start}
         if not gold:
             continue
         total += 1
@@ -224,7 +224,7 @@ def slow_reference(doc: Document, att: np.ndarray, candidates: str, direction: s
         elif candidates == "earlier":
             cands = [j for j in range(i)]
         else:
-            cands = sorted({a.head for a in ms[:k]} - {i})
+            cands = sorted({a.head for a in ms if a.end <= m.start} - {i})
         for layer in range(n_layers):
             for head in range(n_heads):
                 best, best_j = -1.0, None
@@ -425,3 +425,53 @@ def test_split_antecedents_on_the_first_hand_worked_document() -> None:
     # dropping singletons drops the once-mentioned plural too (OntoNotes has no split antecedents)
     drop = run(doc, singletons="drop")
     assert drop.counts["pronoun"]["singleton_dropped"] == 1 and drop.total.sum() == 6
+
+
+# ---------------------------------------------------------------------------------- enclosing mentions (issue 10)
+# offsets: Anna 0 saw 1 her 2 mother 3 . 4 | She 5 hugged 6 her 7 . 8 | Ben 9 , 10 the 11 teacher 12 , 13 smiled 14 . 15
+ENCLOSING_SENTENCES = [
+    [("Anna", "PROPN", "Number=Sing"), ("saw", "VERB", "_"), ("her", "PRON", "Gender=Fem|Number=Sing|Person=3"),
+     ("mother", "NOUN", "Number=Sing"), (".", "PUNCT", "_")],
+    [("She", "PRON", "Gender=Fem|Number=Sing|Person=3"), ("hugged", "VERB", "_"),
+     ("her", "PRON", "Gender=Fem|Number=Sing|Person=3"), (".", "PUNCT", "_")],
+    [("Ben", "PROPN", "Number=Sing"), (",", "PUNCT", "_"), ("the", "DET", "_"), ("teacher", "NOUN", "_"),
+     (",", "PUNCT", "_"), ("smiled", "VERB", "_"), (".", "PUNCT", "_")],
+]
+ENCLOSING_MENTIONS = [
+    ("anna", (0,), 0, 0), ("mother", (2, 3), 3, 0), ("anna", (2,), 2, 0),  # [her mother] encloses her
+    ("anna", (5,), 5, 1), ("mother", (7,), 7, 1),
+    ("ben", (9, 10, 11, 12), 9, 2), ("ben", (11, 12), 12, 2),  # an apposition nested in its own entity's mention
+]
+ENCLOSING_TARGETS = [{2: {3: 0.9}, 5: {2: 0.9}, 7: {3: 0.9}, 12: {9: 0.9}}]  # one head
+
+
+def test_baselines_never_choose_a_mention_enclosing_the_anaphor() -> None:
+    """"Anna saw [her mother]": the antecedent of "her" is Anna, never the mention holding it.
+
+    Evaluated (antecedent = a mention ending before the anaphor starts): her(2) -> Anna, She -> Anna or her(2),
+    her(7) -> her mother. 'the teacher' is nested in 'Ben, the teacher' (its own entity) and has no preceding
+    mention: no antecedent. The old rule (any mention starting earlier, other head word) also evaluated it,
+    against the enclosing mention, and gave 4 evaluated mentions.
+    """
+    doc = make_doc(ENCLOSING_SENTENCES, ENCLOSING_MENTIONS, doc_id="enclosing")
+    acc = AntecedentAccuracy()
+    w = one_window(doc)
+    acc.update(w, pointer_attention(w.n_words, ENCLOSING_TARGETS))
+    res = acc.compute()
+    assert res.counts["pronoun"]["evaluated"] == 3 and res.counts["nominal"] == {
+        "evaluated": 0, "no_antecedent": 2, "not_scorable": 0, "cut": 0, "singleton_dropped": 0,
+        "via_split_antecedent": 0}
+    # nearest: her(2) -> Anna ok (old rule: 'her mother' x), She -> her(2) ok, her(7) -> She x       -> 2/3
+    # head match: no preceding mention has head 'her' for her(2) or 'she'; her(7) -> her(2) (Anna) x -> 0/3
+    # sieve: her(2) -> Anna (agrees; old rule: 'her mother', which agrees too, x), She -> her(2) by agreement,
+    #        her(7) -> her(2) by exact string x                                                      -> 2/3
+    # (old rule, 4 evaluated: nearest 2/4 and sieve 2/4, pronouns 1/3 each)
+    assert [res.baseline_accuracy(b) for b in BASELINES] == pytest.approx([2 / 3, 0, 2 / 3])
+    assert [res.baseline_accuracy(b, "pronoun") for b in BASELINES] == pytest.approx([2 / 3, 0, 2 / 3])
+    # the head: her(2) -> mother x, She -> her(2) ok, her(7) -> mother ok; 'the teacher' is no longer
+    # credited for attending to the head of the mention that encloses it (old rule: 3/4)
+    assert res.accuracy()[0, 0] == pytest.approx(2 / 3)
+    # candidates="mentions": her(2) may choose only Anna (the enclosing 'her mother' is no candidate)
+    only = AntecedentAccuracy(candidates="mentions")
+    only.update(w, pointer_attention(w.n_words, ENCLOSING_TARGETS))
+    assert only.compute().accuracy()[0, 0] == pytest.approx(1.0)

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from probes.errors import ConfigError
+
 from probes.cli import main
 from probes.heads.naming import INDEXING_NOTE
 
@@ -57,7 +59,7 @@ def test_window_over_the_model_maximum(tiny: Path, minilm_path: Path, capsys: py
 def test_coref_end_to_end(tiny: Path, minilm_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "coref"
     code = main(["coref", "--model", str(minilm_path), "--treebank", str(tiny), "--out", str(out),
-                 "--no-progress", "--n-resamples", "50"])
+                 "--no-progress", "--n-resamples", "50", "--select-on", "same"])  # 2 documents: too few to split
     printed = capsys.readouterr().out
     assert code == 0
     assert "Rule-based sieve" in printed and "numbered from 1" in printed
@@ -126,9 +128,13 @@ def test_coreference_and_bridging_from_python(tiny: Path, minilm_path: Path, tmp
 
     monkeypatch.chdir(tmp_path)
     ex = AttentionExtractor.from_pretrained(minilm_path, device="cpu", on_long="skip", progress=False)
-    run = coreference(ex, tiny, n_resamples=50, progress=False)
+    # default: split by document id; both documents of tiny_gum fall in the report half: none to choose on
+    with pytest.raises(ConfigError, match="selection half of the documents holds no window.*--select-on same"):
+        coreference(ex, tiny, n_resamples=50, progress=False)
+    run = coreference(ex, tiny, select_on="same", n_resamples=50, progress=False)
     assert list(tmp_path.iterdir()) == []
-    assert run.selection is None and run.record["options"]["model"] == str(minilm_path)
+    assert run.selection is None and run.result.units == ("tiny_story", "tiny_note")
+    assert run.record["selection"]["mode"] == "same" and run.record["options"]["model"] == str(minilm_path)
     assert {t: c["evaluated"] for t, c in run.result.counts.items()} == {"pronoun": 2, "proper": 1, "nominal": 1}
     assert "Rule-based sieve" in run.format() and run.format().endswith(INDEXING_NOTE)
     table = run.to_pandas()
@@ -144,3 +150,26 @@ def test_coreference_and_bridging_from_python(tiny: Path, minilm_path: Path, tmp
     assert isinstance(BridgingRun.load(links.save(tmp_path / "bridging")), BridgingRun)
     assert links.tables()[0][0]["selected_on"] == "selection split" and "uniform mass" in links.format()
     assert (tmp_path / "bridging") in set(tmp_path.iterdir()) and not (tmp_path / "bridging_leaderboard.md").exists()
+
+
+@pytest.mark.slow
+def test_default_split_and_same_data_selection(fixtures_dir: Path, minilm_path: Path, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """Default: heads chosen on one half of the documents (tiny_extra), reported on the other (tiny_story,
+    tiny_note); --select-on same: chosen on the reported data, labelled optimistic, never tested."""
+    halves = fixtures_dir / "coref" / "tiny_gum_halves.conllu"
+    out = tmp_path / "split"
+    assert main(["coref", "--model", str(minilm_path), "--treebank", str(halves), "--out", str(out),
+                 "--no-progress", "--n-resamples", "20", "--no-figures"]) == 0
+    run = json.loads((out / "run.json").read_text())
+    assert run["selection"]["mode"] == "split" and "sha256" in run["selection"]["rule"]
+    assert run["selection"]["selected_on"].endswith("selection half (1 document)")
+    assert run["significance"]["method"] == "holm"
+    assert "report half (2 documents)" in (out / "coref_leaderboard.md").read_text()
+    same = tmp_path / "same"
+    assert main(["bridging", "--model", str(minilm_path), "--treebank", str(halves), "--out", str(same),
+                 "--select-on", "same", "--no-progress", "--n-resamples", "20", "--no-figures"]) == 0
+    printed = capsys.readouterr().out
+    run = json.loads((same / "run.json").read_text())
+    assert run["selection"]["mode"] == "same" and run["significance"]["n_tests"] == 0
+    assert "optimistic" in printed and run["options"]["credit"] == "any" and run["counts"]["scored"]["1"] == 2

@@ -41,7 +41,8 @@ def test_baselines_json_and_text(capsys):
 
 @pytest.mark.slow
 def test_baselines_cli_reproduces_published_dev_table(ewt, capsys):
-    assert main(["baselines", "--treebank", str(ewt / "en_ewt-ud-dev.conllu"), "--format", "json"]) == 0
+    assert main(["baselines", "--treebank", str(ewt / "en_ewt-ud-dev.conllu"), "--format", "json",
+                 "--clip-to-root"]) == 0
     rows = {r["relation"]: r for r in json.loads(capsys.readouterr().out)}
     expected = {"ALL": (25147, 1, 29.1), "ALL-nopunct": (22086, 1, 31.4), "det": (1817, 1, 59.6),
                 "obj": (1211, -2, 35.8), "obl": (1001, -2, 19.0), "root": (2001, -3, 60.5),
@@ -210,3 +211,22 @@ def test_leaderboard_runs_extra_analyses_named_on_the_command_line(tiny_model, t
     assert main(["leaderboard", "--model", "no/such/model", "--treebank", str(SAMPLE / "sample-dev.conllu"),
                  "--analyses", "bridging"]) == 1
     assert "cannot run in a leaderboard" in capsys.readouterr().err  # checked before the model is looked for
+
+
+def test_leaderboard_selection_modes_on_the_command_line(tiny_model, tmp_path, capsys):
+    """Default: split halves, said in the printed footer and run.json; --select-on same: optimistic, never sig."""
+    common = ["--model", str(tiny_model), "--treebank", str(SAMPLE / "sample-dev.conllu"), "--min-count", "10",
+              "--no-figures", "--no-progress", "--device", "cpu"]
+    assert main(["leaderboard", *common, "--out", str(tmp_path / "split")]) == 0
+    printed = capsys.readouterr().out
+    assert "Selection (split)" in printed and "Holm" in printed and "tests in this table" in printed
+    run = json.loads((tmp_path / "split" / "run.json").read_text())
+    assert run["selection"]["mode"] == "split" and run["significance"]["method"] == "holm"
+    assert run["inputs"]["select"]["analysed"] + run["inputs"]["report"]["analysed"] == 82
+    assert main(["leaderboard", *common, "--select-on", "same", "--out", str(tmp_path / "same")]) == 0
+    printed = capsys.readouterr().out
+    assert "Selection (same, optimistic)" in printed and "n/a (same data)" in printed and "| yes" not in printed
+    with open(tmp_path / "same" / "leaderboard.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert all(r["beats_baseline"] == "False" and r["p_value"] == "" for r in rows)
+    assert {"p_value", "p_adjusted", "ties", "tied_heads", "selection"} <= set(rows[0])

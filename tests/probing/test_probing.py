@@ -19,7 +19,7 @@ from probes.errors import AlignmentError, ConfigError, FormatError, SkippedItemW
 from probes.probing import (
     AttnEmbParser,
     AttnParser,
-    ControlTask,
+    OffsetControlTask,
     DistancesEmbParser,
     GloveVectors,
     HeadSelectionProbe,
@@ -238,7 +238,7 @@ def test_selectivity_high_for_planted_head_near_zero_for_random_head():
     # so a head without information scores about the same on task and control.
     train = list(planted_pairs(400, planted=PLANTED, vocab_size=5000, random_state=2))
     test = list(planted_pairs(200, planted=PLANTED, vocab_size=5000, random_state=3))
-    control = ControlTask(random_state=0).fit(s for s, _ in train)
+    control = OffsetControlTask(random_state=0).fit(s for s, _ in train)  # the floor-adjusted form is about it
     task = fit_evaluate(PerHeadProbe(progress=False), train, test)
     ctl = fit_evaluate(PerHeadProbe(progress=False), [(control.relabel(s), a) for s, a in train],
                        [(control.relabel(s), a) for s, a in test])
@@ -425,14 +425,14 @@ def test_head_selection_probe_on_pair_features(planted):
 
 
 # ----------------------------------------------------------------------------- controls
-def test_control_task_is_type_consistent_and_follows_gold_offsets():
+def test_offset_control_task_is_type_consistent_and_follows_gold_offsets():
     sents = [s for s, _ in planted_pairs(300, vocab_size=3000, random_state=5)]
-    ctl = ControlTask(random_state=1).fit(sents)
+    ctl = OffsetControlTask(random_state=1).fit(sents)
     assert ctl.probabilities_.sum() == pytest.approx(1.0)
     # the same type always gets the same behaviour, in any sentence
     assert len({ctl.behaviour("w7") for _ in range(3)}) == 1
     assert ctl.behaviour("W7") == ctl.behaviour("w7")  # lowercased types
-    again = ControlTask(random_state=1).fit(sents)
+    again = OffsetControlTask(random_state=1).fit(sents)
     assert [again.heads(s) for s in sents[:20]] == [ctl.heads(s) for s in sents[:20]]
     # behaviours over many types follow the fitted distribution
     draws = np.array([ctl.behaviour(f"type{k}") for k in range(20000)])
@@ -443,8 +443,8 @@ def test_control_task_is_type_consistent_and_follows_gold_offsets():
         assert all(0 <= h <= s.n_words and h != i for i, h in enumerate(heads, start=1))
 
 
-def test_control_heads_by_hand():
-    ctl = ControlTask(random_state=0)
+def test_offset_control_heads_by_hand():
+    ctl = OffsetControlTask(random_state=0)
     ctl._counts.update({2: 1})  # only behaviour: offset +2
     ctl.finalize()
     s = _sentence([0, 1, 1, 1], words=["a", "b", "c", "d"])

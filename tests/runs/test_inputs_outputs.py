@@ -76,10 +76,20 @@ def test_truncated_and_windowed_sentences_are_named(tiny_bert: Path, on_long: st
     from probes.runs.leaderboard import leaderboard
 
     extractor = AttentionExtractor.from_pretrained(tiny_bert, device="cpu", progress=False, on_long=on_long)
-    board = leaderboard(extractor, [_short(0), _long(90), _short(1)], min_count=1)
+    board = leaderboard(extractor, [_short(0), _long(90), _short(1)], min_count=1, select_on="same")
     inputs = board.record["inputs"]["report"]
     assert inputs[field] == [LONG_ID] and (inputs["seen"], inputs["analysed"]) == (3, analysed)
     assert LONG_ID in board.notes() and field[:6] in board.notes()
+
+
+def test_split_selection_on_too_little_data_says_what_to_do(tiny_bert: Path) -> None:
+    from probes.extraction.extractor import AttentionExtractor
+    from probes.runs.leaderboard import leaderboard
+
+    extractor = AttentionExtractor.from_pretrained(tiny_bert, device="cpu", progress=False)
+    one = [_short(0)]  # one sentence: one of the two halves is empty
+    with pytest.raises(ConfigError, match="half of the data holds no analysed sentence.*--select-on same"):
+        leaderboard(extractor, one, min_count=1)
 
 
 # ---------------------------------------------------------------------------------- item 9: outputs
@@ -150,7 +160,7 @@ def test_run_record_says_how_the_run_was_started(tiny_bert: Path, tmp_path: Path
     data = _conllu([_short(k) for k in range(3)], tmp_path / "data.conllu")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "argv", ["probes", "leaderboard", "--treebank", "data.conllu"])
-    board = leaderboard(str(tiny_bert), "data.conllu", min_count=1, device="cpu")
+    board = leaderboard(str(tiny_bert), "data.conllu", min_count=1, device="cpu", select_on="same")
     board.write("out", figures=False)
     run = json.loads((tmp_path / "out" / "run.json").read_text(encoding="utf-8"))
     how = run["invocation"]
@@ -195,7 +205,8 @@ def test_coreference_progress_counts_documents_with_a_total(tiny_bert: Path, fix
 
     corpus = fixtures_dir / "coref" / "tiny_gum.conllu"
     n_docs = sum(line.startswith("# newdoc") for line in corpus.read_text(encoding="utf-8").splitlines())
-    run = coreference(str(tiny_bert), corpus, window=16, n_resamples=20, device="cpu", progress=True)
+    run = coreference(str(tiny_bert), corpus, window=16, n_resamples=20, device="cpu", progress=True,
+                     select_on="same")
     err = capfd.readouterr().err
     assert "tiny_gum.conllu (documents):   0%" in err and f"0/{n_docs}" in err and f"{n_docs}/{n_docs}" in err
     inputs = run.record["inputs"]["report"]
@@ -222,7 +233,7 @@ def test_a_store_names_the_sentences_its_extraction_skipped(tiny_bert: Path, tmp
 
     extractor = AttentionExtractor.from_pretrained(tiny_bert, device="cpu", progress=False)
     extract_to_store(extractor, [_short(0), _long(), _short(1)], tmp_path / "store", progress=False)
-    board = leaderboard(store=tmp_path / "store", min_count=1)
+    board = leaderboard(store=tmp_path / "store", min_count=1, select_on="same")
     inputs = board.record["inputs"]["report"]
     assert (inputs["seen"], inputs["analysed"], inputs["skipped"]) == (3, 2, [LONG_ID])
     assert LONG_ID in board.notes()

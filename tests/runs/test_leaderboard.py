@@ -49,7 +49,9 @@ def test_selection_on_one_split_report_on_another():
 
 def test_interval_equals_stats_bootstrap_and_margin_is_paired():
     res = score_split(_pairs(3))
-    rows = leaderboard_rows(res["heads"], res["baselines"], min_count=1)
+    sel = score_split(_pairs(30))
+    rows = leaderboard_rows(res["heads"], res["baselines"], select=sel["heads"], select_baselines=sel["baselines"],
+                            min_count=1)
     row = next(r for r in rows if r.relation == "ALL")
     rel = res["heads"].index("ALL")
     c, t = res["heads"].units.columns([rel], [(res["heads"].directions.index(row.direction), row.layer, row.head)])
@@ -58,8 +60,9 @@ def test_interval_equals_stats_bootstrap_and_margin_is_paired():
     assert row.ci_low <= row.accuracy <= row.ci_high
     base = row.position_accuracy if row.best_baseline == "position" else row.baseline_accuracy
     assert row.margin == pytest.approx(row.accuracy - base)
-    assert row.beats_baseline == (row.margin_ci_low > 0)
-    assert row.beats_baseline  # 80% planted vs a weak baseline
+    assert row.beats_baseline == (row.p_adjusted < 0.05 and row.margin > 0)  # the corrected test decides
+    assert row.beats_baseline and row.margin_ci_low > 0  # 80% planted vs a weak baseline
+    assert row.p_adjusted >= row.p_value and row.selection == "separate"
 
 
 def test_deterministic_tie_break_prefers_lowest_layer_head_direction():
@@ -93,13 +96,19 @@ def test_run_writes_every_output(tmp_path):
     assert {"extraction_s", "scoring_s", "writing_s", "overhead_fraction"} <= set(run["timings"])
     assert "1-based" in run["indexing"] or "from 1" in run["indexing"]
     md = (tmp_path / "out" / "leaderboard.md").read_text()
-    assert "selected on sel and are reported on rep" in md
+    assert "selected on sel and are reported and tested on rep" in md and "tests in this table" in md
 
 
 def test_same_data_selection_is_said(tmp_path):
-    leaderboard_from_pairs(_pairs(6), report_name="only", min_count=1).write(tmp_path, figures=False)
+    board = leaderboard_from_pairs(_pairs(6), report_name="only", min_count=1, mode="same")
+    board.write(tmp_path, figures=False)
     md = (tmp_path / "leaderboard.md").read_text()
-    assert "same data (only)" in md and "optimistic" in md
+    assert "same data (only)" in md and "optimistic" in md and "0 tests in this table" in md
+    assert not board.held_out_selection and board.selection_mode == "same"
+    assert all(not r.beats_baseline and r.p_value != r.p_value for r in board.rows)  # never tested
+    assert "n/a (same data)" in board.format()
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert run["selection"]["mode"] == "same" and run["significance"]["n_tests"] == 0
 
 
 def test_saved_board_reloads_exactly_and_rewrites_the_same_files(tmp_path):
@@ -188,3 +197,88 @@ def test_extra_analyses_are_checked_before_any_work(name, message):
 
     with pytest.raises(ConfigError, match=message):
         leaderboard_from_pairs(never(), analyses=[name])
+
+
+def test_default_is_split_selection_in_one_pass_and_records_it(tmp_path):
+    """No selection data: one half of the sentences (fixed hash of ids) selects, the other reports."""
+    from probes.analysis.split import SPLIT_RULE, half_of
+    from probes.results import equal
+
+    pairs = _pairs(12, n_sent=80)
+    board = leaderboard_from_pairs(pairs, report_name="rep", min_count=1)
+    in_select = sum(half_of(s.sent_id) == "select" for s, _ in pairs)
+    assert board.selection_mode == "split" and board.held_out_selection
+    assert (board.select.n_units, board.report.n_units) == (in_select, 80 - in_select)
+    assert 0 < in_select < 80 and board.record["halves"] == {"select": in_select, "report": 80 - in_select}
+    inputs = board.record["inputs"]
+    assert (inputs["select"]["analysed"], inputs["report"]["analysed"]) == (in_select, 80 - in_select)
+    assert all(r.selection == "split" and r.selected_on == "rep (selection half)" for r in board.rows)
+    assert board.record["selection"] == {"mode": "split", "selected_on": "rep (selection half)",
+                                         "reported_on": "rep (report half)", "rule": SPLIT_RULE}
+    # the reported numbers are those of the report half only
+    obj = next(r for r in board.rows if r.relation == "obj")
+    only = score_split([(s, a) for s, a in pairs if half_of(s.sent_id) == "report"])["heads"]
+    r = only.index("obj")
+    d = only.directions.index(obj.direction)
+    assert obj.accuracy == pytest.approx(only.correct[d, obj.layer, obj.head, r] / only.total[r])
+    loaded = Leaderboard.load(board.save(tmp_path / "saved"))
+    assert equal(loaded, board) and loaded.selection_mode == "split" and loaded.held_out_selection
+    paths = board.write(tmp_path / "out", figures=False)
+    run = json.loads(paths["run.json"].read_text())
+    assert run["selection"]["mode"] == "split" and run["significance"]["method"] == "holm"
+    assert run["significance"]["n_tests"] == sum(r.p_adjusted == r.p_adjusted for r in board.rows) > 0
+    md = paths["leaderboard.md"].read_text()
+    assert "Selection (split)" in md and SPLIT_RULE in md and "Holm" in md and "bootstrap over sentences" in md
+    text = board.format()
+    assert "Selection (split)" in text and f"{run['significance']['n_tests']} tests in this table" in text
+
+
+def test_significance_is_holm_corrected_over_the_rows():
+    from probes.heads.inference import holm
+
+    sel, rep = score_split(_pairs(13)), score_split(_pairs(14))
+    rows = leaderboard_rows(rep["heads"], rep["baselines"], select=sel["heads"], select_baselines=sel["baselines"],
+                            min_count=1)
+    p = np.array([r.p_value for r in rows])
+    assert np.allclose([r.p_adjusted for r in rows], holm(p), equal_nan=True)
+    assert all(r.beats_baseline == (r.p_adjusted < 0.05 and r.margin > 0) for r in rows)
+
+
+def test_near_ties_list_an_equally_good_head():
+    """Two heads planted identically are each other's tie; a random head is not."""
+    pairs = _pairs(15, n_sent=80)
+    for _, att in pairs:  # head (0, 1) copies the planted head (1, 2)
+        att.weights[0, 1] = att.weights[1, 2]
+    sel = score_split(_pairs(16, n_sent=80))
+    rep = score_split(pairs)
+    rows = leaderboard_rows(rep["heads"], rep["baselines"], select=sel["heads"], select_baselines=sel["baselines"],
+                            min_count=1)
+    row = next(r for r in rows if r.relation == "ALL")
+    assert (row.layer, row.head, row.direction) == (1, 2, "dep_to_head")
+    assert row.tied_heads == ("1-2 dep_to_head",) and row.ties == 1
+    assert row.as_dict()["tied_heads"] == ["1-2 dep_to_head"]
+
+
+def test_root_row_says_nothing_can_predict_it():
+    sel, rep = score_split(_pairs(17)), score_split(_pairs(18))
+    (row,) = leaderboard_rows(rep["heads"], rep["baselines"], select=sel["heads"], select_baselines=sel["baselines"],
+                              relations=["root"])
+    assert row.accuracy == 0 and row.baseline_accuracy == 0 and row.position_accuracy == 0
+    assert "ROOT" in row.note and row.p_value != row.p_value and not row.beats_baseline
+    from probes.reports.leaderboard import format_leaderboard
+
+    assert "n/a (ROOT)" in format_leaderboard([row])
+
+
+def test_select_on_same_from_a_model(tmp_path):
+    from probes.extraction.extractor import AttentionExtractor
+    from probes.runs.leaderboard import leaderboard
+    from tests.tiny_models import build
+
+    sentences = [Sentence(f"t{k}", ("the", "dog", "barked", "."), (2, 3, 0, 3), ("det", "nsubj", "root", "punct"))
+                 for k in range(6)]
+    extractor = AttentionExtractor.from_pretrained(build("bert", tmp_path / "model"), device="cpu", progress=False)
+    same = leaderboard(extractor, sentences, select_on="same", min_count=1)
+    split = leaderboard(extractor, sentences, min_count=1)
+    assert same.selection_mode == "same" and not same.held_out_selection and same.select is None
+    assert split.selection_mode == "split" and split.report.n_units + split.select.n_units == 6
