@@ -227,7 +227,7 @@ def _tests(diff: npt.NDArray[np.int64], total: npt.NDArray[np.int64], testable: 
     with np.errstate(invalid="ignore", divide="ignore"):
         margins = diff.sum(axis=0) / total.sum(axis=0)
     p = np.where(testable, p_from_z(paired_z(diff, total)), np.nan)
-    adjusted, significant, _ = correct_rows(margins, p, testable=testable & ~np.isnan(p))
+    adjusted, significant, _ = correct_rows(margins, p, testable=testable)
     return p, adjusted, significant
 
 

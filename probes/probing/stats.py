@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from probes.errors import ConfigError
 from probes.heads.inference import p_from_z, paired_z
-from probes.heads.intervals import percentile_interval, resample_counts
+from probes.heads.intervals import bootstrap_ci
 
 __all__ = ["N_RESAMPLES", "INTERVAL_NOTE", "paired_difference", "mean_sd", "align_units"]
 
@@ -51,7 +51,7 @@ def paired_difference(
         correct_a, correct_b: ``(n_units,)`` (or ``(n_seeds, n_units)``, averaged over seeds) correct
             counts per sentence of the two sides.
         total: ``(n_units,)`` scored words per sentence (the same for both sides).
-        n_resamples, random_state: bootstrap draws (:func:`probes.heads.intervals.resample_counts`).
+        n_resamples, random_state: bootstrap draws (:func:`probes.heads.intervals.bootstrap_ci`).
 
     Returns:
         ``difference``, ``ci_low``, ``ci_high``, ``z``, ``p`` (two-sided, uncorrected) and ``n_units``.
@@ -66,12 +66,9 @@ def paired_difference(
     if n.sum() <= 0:
         return out
     out["difference"] = float((a - b).sum() / n.sum())
-    draws = resample_counts(n.size, n_resamples, random_state)  # (n_resamples, n_units)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        diff = (draws @ (a - b)) / (draws @ n)
-    low, high = percentile_interval(diff[:, None])
+    low, high = bootstrap_ci(a - b, n, n_resamples=n_resamples, random_state=random_state)  # paired: one ratio
     z = float(paired_z((a - b)[:, None], n)[0])
-    out.update(ci_low=float(low[0]), ci_high=float(high[0]), z=z, p=float(p_from_z(z)))
+    out.update(ci_low=float(low), ci_high=float(high), z=z, p=float(p_from_z(z)))
     return out
 
 

@@ -89,7 +89,8 @@ def compare_parsers(task: Mapping[str, Sequence[Units]], control: Mapping[str, S
     pairs += [(name, f"{name} [control task]", task[name], control[name]) for name in task if name in control]
     rows = []
     for a, b, ua, ub in pairs:
-        ids = [i for i in ua[0][0] if i in set(ub[0][0])]
+        theirs = set(ub[0][0])
+        ids = [i for i in ua[0][0] if i in theirs]
         total = _stack(ua, ids, 1)[0]
         d = paired_difference(_stack(ua, ids, 0), _stack(ub, ids, 0), total)
         rows.append({"a": a, "b": b, "difference": d["difference"], "ci_low": d["ci_low"], "ci_high": d["ci_high"],

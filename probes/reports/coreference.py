@@ -21,6 +21,7 @@ from probes.analysis.split import SPLIT_RULE
 from probes.heads.inference import Correction, correct_rows, near_ties, p_from_z, paired_z
 from probes.heads.intervals import bootstrap_ci
 from probes.heads.naming import INDEXING_NOTE, head_name
+from probes.heads.selection import SELECTION_MODES
 from probes.reports.tables import format_p, markdown_table, text_table, write_csv, write_json
 
 __all__ = ["BASELINE_LABELS", "COLUMNS", "SELECTION_MODES", "SelectionInfo", "selection_info", "footer", "coref_tables", "bridging_tables", "head_rows", "coref_columns",
@@ -32,8 +33,6 @@ BASELINE_LABELS = {"nearest": "Nearest mention", "head_match": "Head-word match"
 COLUMNS = ("all",) + MENTION_TYPES
 
 Rows = list[dict[str, Any]]
-#: How heads are chosen: halves of the reported data, another corpus, or the reported data itself.
-SELECTION_MODES = ("split", "separate", "same")
 
 
 def _cell(acc: float, lo: float, hi: float) -> str:
@@ -105,19 +104,16 @@ def footer(sel: SelectionInfo, correction: Correction, n_resamples: int) -> str:
 
 def _test(c_head: np.ndarray, c_base: np.ndarray, n: np.ndarray) -> float:
     """Two-sided p of the paired per-document margin ``sum(c_head - c_base) / sum(n)``."""
-    keep = np.asarray(n) > 0  # documents without items are no clusters: one document alone is no test
-    if keep.sum() < 2:
-        return float("nan")
-    return float(p_from_z(paired_z((c_head - c_base)[keep][:, None], np.asarray(n)[keep])[0]))
+    # paired_z counts only documents with items and gives NaN (no test) with fewer than two
+    return float(p_from_z(paired_z((c_head - c_base)[:, None], n)[0]))
 
 
 def _ties(per_unit: np.ndarray, n: np.ndarray, lh: tuple[int, int], layers: Sequence[int],
           heads: Sequence[int]) -> list[str]:
     """``layer-head`` names of the heads not significantly worse than ``lh`` on the report data."""
-    keep = np.asarray(n) > 0
-    flat = per_unit.reshape(per_unit.shape[0], -1)[keep]
-    cols = near_ties(flat, np.asarray(n)[keep], lh[0] * per_unit.shape[2] + lh[1]) if keep.any() \
-        else np.zeros(0, np.int64)
+    if not (np.asarray(n) > 0).any():  # no items at all: no ties to list
+        return []
+    cols = near_ties(per_unit.reshape(per_unit.shape[0], -1), n, lh[0] * per_unit.shape[2] + lh[1])
     return [head_name(layers[c // per_unit.shape[2]], heads[c % per_unit.shape[2]]) for c in cols]
 
 

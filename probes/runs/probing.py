@@ -31,6 +31,7 @@ from probes.errors import ConfigError
 from probes.extraction.attention import WordAttention
 from probes.heads.inference import ALPHA, CORRECTION, Correction
 from probes.heads.naming import INDEXING_NOTE
+from probes.heads.selection import SELECTION_MODES
 from probes.probing.controls import CONTROL_KINDS, ControlTask, OffsetControlTask, make_control
 from probes.probing.embeddings import StaticVectors
 from probes.probing.label import LabelScorer, PerHeadLabelProbe
@@ -88,8 +89,6 @@ _DEFINITIONS = {
              "the control task's type mapping and the random-init model; tables give the mean (and sd) over seeds",
     "intervals": INTERVAL_NOTE,
 }
-#: Selection modes of the per-head (and label) probes' best head.
-SELECTION_MODES = ("split", "separate", "same")
 
 
 @dataclass(frozen=True)
