@@ -39,15 +39,20 @@ _LAZY = {
     "bridging": "probes.runs.coreference",
     "probe": "probes.runs.probing",
     "demo": "probes.runs.demo",
-    # results
+    "atlas": "probes.runs.atlas",
+    "load": "probes.results",
+}
+#: The result types the pipelines return: reachable as ``probes.Leaderboard`` ..., kept out of ``__all__``
+#: (``probes.load`` gives any saved one back; the front door lists what to call).
+_RESULT_TYPES = {
     "Leaderboard": "probes.runs.leaderboard",
     "CoreferenceRun": "probes.runs.coreference",
     "BridgingRun": "probes.runs.coreference",
     "ProbeRun": "probes.runs.probing",
-    "load": "probes.results",
+    "Atlas": "probes.runs.atlas",
 }
 
-__getattr__ = lazy_getattr(__name__, _LAZY)
+__getattr__ = lazy_getattr(__name__, {**_LAZY, **_RESULT_TYPES})
 
 __all__ = [
     "read_treebank",
@@ -62,4 +67,4 @@ __all__ = [
 
 def __dir__() -> list[str]:
     """``dir(probes)`` lists the lazy names too (tab completion in a notebook)."""
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | set(_RESULT_TYPES))

@@ -2,4 +2,5 @@
 
 from probes.cli import run
 
-run()
+if __name__ == "__main__":  # not when a child process imports this module
+    run()

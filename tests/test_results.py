@@ -186,6 +186,76 @@ def probe_run():
                       record={"model": "planted"}, progress=False)
 
 
+def key_type_gradients():
+    from probes.extraction.gradients import KEY_TYPES, KeyTypeGradients
+
+    importance = np.random.default_rng(0).random((2, 3, len(KEY_TYPES)))
+    importance[:, :, 0] = np.nan  # a decoder without an end special: no sep keys
+    return KeyTypeGradients((0, 1), (0, 1, 2), KEY_TYPES, importance, np.array([0, 5, 4, 5], np.int64), 5, 1,
+                            "causal-lm", "tiny-gpt2", 0)
+
+
+def pattern_result():
+    from probes.analysis.patterns import PATTERNS, PatternResult
+
+    counts = np.random.default_rng(0).integers(0, 5, (2, 3, len(PATTERNS)))
+    return PatternResult((0, 1), (0, 1, 2), counts, int(counts.sum((-1)).max()), 2)
+
+
+def token_pairs():
+    """The sentence pairs with token maps (one token per word) attached, as ``keep_tokens=True`` gives."""
+    from probes.extraction.attention import TokenAttention
+
+    out = []
+    for sentence, wa in sentence_pairs():
+        n = wa.is_special.shape[0]
+        start, end = np.arange(n) == 0, np.arange(n) == n - 1
+        word_of = np.where(wa.is_special, -1, np.arange(n) - 1)
+        tokens = TokenAttention(wa.weights, ("[CLS]",) + sentence.words + ("[SEP]",), word_of, start, end)
+        out.append((sentence, dataclasses.replace(wa, tokens=tokens)))
+    return out
+
+
+def surface_result():
+    from probes.analysis.surface import SurfaceStats
+
+    return feed(SurfaceStats(), token_pairs())
+
+
+def roles_result():
+    from probes.analysis.roles import HeadRoles, word_frequencies
+
+    return feed(HeadRoles(word_frequencies(s for s, _ in sentence_pairs()), top_common=20), token_pairs())
+
+
+
+def distance_result():
+    from probes.analysis.head_distances import HeadDistances
+
+    return feed(HeadDistances(max_items=8), token_pairs())
+
+
+def relation_profile():
+    from probes.heads.profile import best_relations
+
+    board = leaderboard()
+    return best_relations(board.report, board.report_baselines, [r.relation for r in board.rows],
+                          select=board.select, select_baselines=board.select_baselines)
+
+
+def atlas_result():
+    from probes.analysis.patterns import AttentionPatterns
+    from probes.heads.groups import cluster_heads, mds_layout
+    from probes.runs.atlas import Atlas
+
+    distances = distance_result()
+    pairs = token_pairs()
+    return Atlas(board=leaderboard(), surface=surface_result(), roles=roles_result(),
+                 patterns=feed(AttentionPatterns(), pairs), distances=distances, profile=relation_profile(),
+                 layout=mds_layout(distances.distance), clusters=cluster_heads(distances.distance, 3),
+                 gradients=key_type_gradients(), coref_accuracy=np.full((2, 3), 0.25), example_id=pairs[0][0].sent_id,
+                 example_words=pairs[0][0].words, example=pairs[0][1].tokens, record={"model": "random"})
+
 #: One line per result type (or variant, ``Type/variant``): a factory building a real instance.
 CASES: dict[str, Callable[[], Result]] = {
     "HeadScores": head_scores,
@@ -203,8 +273,15 @@ CASES: dict[str, Callable[[], Result]] = {
     "CoreferenceRun": coreference_run,
     "BridgingRun": bridging_run,
     "SpecialsResult": specials_result,
+    "SurfaceResult": surface_result,
+    "RolesResult": roles_result,
+    "PatternResult": pattern_result,
+    "DistanceResult": distance_result,
     "ProbeRun": probe_run,
     "LabelScores": lambda: probe_run().label,
+    "KeyTypeGradients": key_type_gradients,
+    "RelationProfile": relation_profile,
+    "Atlas": atlas_result,
 }
 
 

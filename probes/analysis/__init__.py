@@ -13,6 +13,10 @@ from probes.analysis.bridging import BridgingScores
 from probes.analysis.coreference import AntecedentAccuracy
 from probes.analysis.dependency import HeadAccuracy
 from probes.analysis.driver import StreamResult, stream
+from probes.analysis.head_distances import HeadDistances
+from probes.analysis.patterns import AttentionPatterns
+from probes.analysis.roles import HeadRoles
+from probes.analysis.surface import SurfaceStats
 
 __all__ = ["ANALYSES", "Analysis", "StreamResult", "stream"]
 
@@ -23,4 +27,8 @@ ANALYSES: dict[str, type[Analysis]] = {
     "coreference": AntecedentAccuracy,
     "bridging": BridgingScores,
     "specials": AttentionToSpecials,
+    "surface": SurfaceStats,
+    "roles": HeadRoles,
+    "patterns": AttentionPatterns,
+    "distances": HeadDistances,
 }

@@ -21,7 +21,6 @@ import numpy as np
 import numpy.typing as npt
 
 from probes.analysis.base import Analysis
-from probes.errors import AlignmentError
 from probes.extraction.attention import WordAttention
 from probes.results import Result, head_axes, head_names, long_table
 
@@ -76,14 +75,9 @@ class AttentionToSpecials(Analysis[SpecialsResult]):
 
     def update(self, item: Any, word_attention: WordAttention) -> None:
         """Add the word rows of one item."""
-        layers, heads = tuple(word_attention.layers), tuple(word_attention.heads)
-        if self._layers is None:
-            self._layers, self._heads = layers, heads
-            self._leading = np.zeros((len(layers), len(heads)))
-            self._trailing = np.zeros((len(layers), len(heads)))
-        elif (layers, heads) != (self._layers, self._heads):
-            raise AlignmentError(f"attention holds layers {layers} heads {heads}, expected "
-                                 f"{self._layers} and {self._heads} as before")
+        if self.bind_heads(word_attention):
+            self._leading = np.zeros((len(self._layers), len(self._heads)))
+            self._trailing = np.zeros((len(self._layers), len(self._heads)))
         words = word_attention.word_index  # (n_words,)
         self._n_items += 1
         if not words.size:

@@ -33,7 +33,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from probes.errors import ConfigError
+from probes.errors import AlignmentError, ConfigError
 from probes.extraction.attention import WordAttention
 
 __all__ = ["Accumulator", "Analysis", "MERGE_RULES", "partial_reason", "item_id"]
@@ -113,6 +113,19 @@ class Analysis(Generic[R]):
             axis = -1
         self._states[name] = _State(default, merge, vocab, axis)
         setattr(self, name, copy.deepcopy(default))
+
+    def bind_heads(self, word_attention: WordAttention) -> bool:
+        """Record the first item's layers and heads in the ``_layers`` / ``_heads`` states (declared by the
+        subclass with the ``same`` rule) and return True, so the caller sizes its arrays; for a later item,
+        check it holds the same ones (AlignmentError) and return False."""
+        layers, heads = tuple(word_attention.layers), tuple(word_attention.heads)
+        if self._layers is None:  # type: ignore[has-type]
+            self._layers, self._heads = layers, heads
+            return True
+        if (layers, heads) != (self._layers, self._heads):  # type: ignore[has-type]
+            raise AlignmentError(f"attention holds layers {layers} heads {heads}, expected "
+                                 f"{self._layers} and {self._heads} as before")  # type: ignore[has-type]
+        return False
 
     @property
     def options(self) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from probes.cli import syntax as _syntax  # noqa: F401  (registers `leaderboard`
 from probes.cli import coref as _coref  # noqa: F401  (registers `coref`, `bridging`)
 from probes.cli import probe as _probe  # noqa: F401  (registers `probe`)
 from probes.cli import data as _data  # noqa: F401  (registers `data add`, `data list`)
+from probes.cli import atlas as _atlas  # noqa: F401  (registers `atlas`)
 from probes.errors import ProbesError
 
 __all__ = ["app", "main", "EXIT_INTERRUPTED"]

@@ -8,7 +8,43 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["WordAttention"]
+__all__ = ["TokenAttention", "WordAttention"]
+
+
+@dataclass(frozen=True)
+class TokenAttention:
+    """Token-level attention maps of one input, as the model ran it (kept with ``keep_tokens=True``).
+
+    Token-level measures (Clark et al. 2019 §3 surface statistics, §6 head distances,
+    Kovaleva's patterns, Voita's confidence and positional heads) are defined on these
+    maps, specials included, before any pooling to words.
+
+    Attributes:
+        weights: ``(n_layers, n_heads, T, T)`` float32 over the input's ``T`` tokens (specials
+            included, no padding); rows attend *from*, columns *to*; every row sums to 1
+            (a decoder's rows only cover the tokens before and at the row).
+        tokens: ``(T,)`` token strings as the tokenizer writes them (``convert_ids_to_tokens``).
+        word_of: ``(T,)`` 0-based word index of each token, -1 for special tokens.
+        start_special: ``(T,)`` True at specials before the first word ([CLS], ``<s>``, BOS).
+        end_special: ``(T,)`` True at the other specials ([SEP], ``</s>``); all False for a model
+            without an end special (a decoder), so measures of attention to it are empty, not zero.
+    """
+
+    weights: npt.NDArray[np.float32]
+    tokens: tuple[str, ...]
+    word_of: npt.NDArray[np.intp]
+    start_special: npt.NDArray[np.bool_]
+    end_special: npt.NDArray[np.bool_]
+
+    @property
+    def is_special(self) -> npt.NDArray[np.bool_]:
+        """``(T,)`` True at every special token."""
+        return self.start_special | self.end_special
+
+    @property
+    def n_tokens(self) -> int:
+        """Number of tokens T, specials included."""
+        return int(self.word_of.shape[0])
 
 
 @dataclass(frozen=True)
@@ -27,6 +63,9 @@ class WordAttention:
         meta: per-input facts from the extractor: ``n_tokens`` (tokens run), ``truncated``
             (number of words cut) and, for an input run in windows, ``windows`` (the
             ``(start, end)`` word ranges, 0-based, end exclusive).
+        tokens: the token-level maps of the same layers and heads when the extractor was asked to
+            keep them (``keep_tokens=True``) and the input ran whole (not in windows, not
+            truncated); None otherwise.
     """
 
     weights: npt.NDArray[np.floating[Any]]
@@ -34,6 +73,7 @@ class WordAttention:
     layers: tuple[int, ...]
     heads: tuple[int, ...]
     meta: dict[str, Any] = field(default_factory=dict)
+    tokens: TokenAttention | None = None
 
     @property
     def word_index(self) -> npt.NDArray[np.intp]:

@@ -38,7 +38,7 @@ import torch
 from tqdm.auto import tqdm
 
 from probes.extraction.align import FROM_POOLS, Alignment, alignment_from_word_ids, check_tokenizer, pool_batch
-from probes.extraction.attention import WordAttention
+from probes.extraction.attention import TokenAttention, WordAttention
 from probes.extraction import families
 from probes.extraction.loading import load_pretrained, weights_sha256
 from probes.corpora.types import Sentence
@@ -119,6 +119,7 @@ class _Job:
     alignment: Alignment
     start: int = 0  # first word of the item covered (windows)
     result: npt.NDArray[np.float32] = field(default_factory=lambda: np.zeros(0, np.float32))  # (L', H', n, n)
+    tokens: npt.NDArray[np.float32] | None = None  # (L', H', T, T) when the extractor keeps token maps
 
 
 def _quiet_length_warning(tokenizer: Any) -> None:
@@ -210,6 +211,9 @@ class AttentionExtractor:
         max_length: most tokens per input, special tokens included (default: the model's maximum).
         on_long: ``skip``, ``truncate`` or ``window`` for inputs over ``max_length``.
         progress: show a tqdm progress bar (stderr) with inputs/s.
+        keep_tokens: also hand on each whole input's token-level maps (``WordAttention.tokens``,
+            a :class:`~probes.extraction.attention.TokenAttention`) for token-level measures;
+            windowed and truncated inputs get none.
     """
 
     def __init__(
@@ -226,6 +230,7 @@ class AttentionExtractor:
         max_length: int | None = None,
         on_long: str = "skip",
         progress: bool = True,
+        keep_tokens: bool = False,
     ) -> None:
         self.device = check_options(device=device, dtype=dtype, batch_size=batch_size, from_pool=from_pool,
                                     max_length=max_length, on_long=on_long)
@@ -237,6 +242,7 @@ class AttentionExtractor:
         self.from_pool = from_pool
         self.on_long = on_long
         self.progress = progress
+        self.keep_tokens = bool(keep_tokens)
         self.name_or_path: str = str(getattr(model, "name_or_path", "") or getattr(model.config, "_name_or_path", ""))
         self.revision: str | None = getattr(model.config, "_commit_hash", None)
         self._weights_hash: str | None = None
@@ -489,13 +495,18 @@ class AttentionExtractor:
 
     def _run_jobs(self, jobs: list[_Job]) -> None:
         for batch in self._batches(jobs):
-            pooled = self._forward([job.alignment for job in batch])  # (B, L', H', n, n)
-            for job, weights in zip(batch, pooled):
+            pooled, token_maps = self._forward([job.alignment for job in batch])  # (B, L', H', n, n)
+            for job, weights, maps in zip(batch, pooled, token_maps):
                 n = job.alignment.n_positions
                 job.result = np.ascontiguousarray(weights[:, :, :n, :n])
+                job.tokens = maps
 
-    def _forward(self, alignments: list[Alignment]) -> npt.NDArray[np.float32]:
-        """Run one right-padded batch and pool it to word level: ``(B, L', H', n_max, n_max)``."""
+    def _forward(self, alignments: list[Alignment]
+                 ) -> tuple[npt.NDArray[np.float32], list[npt.NDArray[np.float32] | None]]:
+        """Run one right-padded batch and pool it to word level: ``(B, L', H', n_max, n_max)``.
+
+        Also the token maps ``(L', H', T_b, T_b)`` of each input when ``keep_tokens`` (else Nones).
+        """
         n_tok = max(al.n_tokens for al in alignments)
         pad_id = self.tokenizer.pad_token_id
         pad_id = 0 if pad_id is None else pad_id
@@ -520,18 +531,36 @@ class AttentionExtractor:
             selected = [maps[layer] for layer in self.layers]  # L' x (B, H, T, T)
             if len(self.heads) != self.n_heads:
                 selected = [attn.index_select(1, self._head_index) for attn in selected]  # L' x (B, H', T, T)
-            return pool_batch(selected, alignments, self.from_pool).cpu().numpy()  # (B, L', H', n, n)
+            pooled = pool_batch(selected, alignments, self.from_pool).cpu().numpy()  # (B, L', H', n, n)
+            if not self.keep_tokens:
+                return pooled, [None] * len(alignments)
+            layers = [attn.float().cpu().numpy() for attn in selected]  # L' x (B, H', T, T), views on the CPU
+            return pooled, [np.stack([maps[b, :, : al.n_tokens, : al.n_tokens] for maps in layers])  # (L', H', T_b, T_b)
+                            for b, al in enumerate(alignments)]
 
     def _assemble(self, jobs: list[_Job], n_words: int) -> WordAttention:
         """One item's WordAttention from its job (or from its windows, by the module's rule)."""
         first = jobs[0]
         if len(jobs) == 1 and first.start == 0 and first.alignment.n_words == n_words:
             meta = {"n_tokens": first.alignment.n_tokens, "truncated": 0}
-            return WordAttention(first.result, first.alignment.is_special, self.layers, self.heads, meta)
+            tokens = None if first.tokens is None else self._token_attention(first.alignment, first.tokens)
+            return WordAttention(first.result, first.alignment.is_special, self.layers, self.heads, meta, tokens)
         if len(jobs) == 1:  # truncated
             meta = {"n_tokens": first.alignment.n_tokens, "truncated": n_words - first.alignment.n_words}
             return WordAttention(first.result, first.alignment.is_special, self.layers, self.heads, meta)
         return self._combine_windows(jobs, n_words)
+
+    def _token_attention(self, alignment: Alignment, maps: npt.NDArray[np.float32]) -> TokenAttention:
+        """The token-level view of one whole input: its maps with token strings, words and specials."""
+        special_position = alignment.is_special  # (n,)
+        word_of_position = np.cumsum(~special_position) - 1  # (n,)
+        position = alignment.token_position  # (T,)
+        special = special_position[position]  # (T,)
+        word_of = np.where(special, -1, word_of_position[position]).astype(np.intp)  # (T,)
+        first_word = int(np.argmax(~special)) if (~special).any() else special.shape[0]
+        start = special & (np.arange(special.shape[0]) < first_word)  # (T,)
+        tokens = tuple(self.tokenizer.convert_ids_to_tokens(alignment.input_ids.tolist()))
+        return TokenAttention(maps, tokens, word_of, start, special & ~start)
 
     def _combine_windows(self, jobs: list[_Job], n_words: int) -> WordAttention:
         lead = int(np.argmax(~jobs[0].alignment.is_special))  # leading specials

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from probes.analysis import ANALYSES
+from probes.analysis.base import Analysis
 from probes.analysis.baselines import OffsetBaseline
 from probes.analysis.dependency import HeadAccuracy
 from probes.analysis.driver import StreamResult, stream
@@ -173,14 +174,25 @@ def _check_figure_format(figure_format: str) -> None:
         raise ConfigError(f"figure_format: expected one of {', '.join(FIGURE_FORMATS)}, found {figure_format!r}")
 
 
-def score_split(pairs: Pairs, *, poss_rule: bool = True, analyses: Sequence[str] = ()) -> StreamResult:
+#: Extra analyses of a pass: registered names (built with their defaults) or ready analyses by name.
+ExtraAnalyses = Sequence[str] | Mapping[str, Analysis]
+
+
+def _extra(analyses: ExtraAnalyses) -> dict[str, Analysis]:
+    """The extra analyses to run, by name: fresh ones for registered names, the given ones as they are."""
+    if isinstance(analyses, Mapping):
+        return dict(analyses)
+    return {name: ANALYSES[name]() for name in analyses}
+
+
+def score_split(pairs: Pairs, *, poss_rule: bool = True, analyses: ExtraAnalyses = ()) -> StreamResult:
     """Head scores (``"heads"``), baselines (``"baselines"``) and the named extra analyses of one split, in one pass."""
-    extra = {name: ANALYSES[name]() for name in analyses}
+    extra = _extra(analyses)
     return stream(pairs, {"heads": HeadAccuracy(poss_rule=poss_rule), "baselines": OffsetBaseline(poss_rule=poss_rule),
                           **extra})
 
 
-def score_halves(pairs: Pairs, *, poss_rule: bool = True, analyses: Sequence[str] = ()
+def score_halves(pairs: Pairs, *, poss_rule: bool = True, analyses: ExtraAnalyses = ()
                  ) -> tuple[StreamResult, dict[str, int]]:
     """One pass over one dataset split in halves (:func:`probes.analysis.split.half_of`): head scores and
     baselines of the selection half (``"heads_select"``, ``"baselines_select"``) and of the report half
@@ -189,12 +201,22 @@ def score_halves(pairs: Pairs, *, poss_rule: bool = True, analyses: Sequence[str
               "baselines_select": Half(OffsetBaseline(poss_rule=poss_rule), "select"),
               "heads": Half(HeadAccuracy(poss_rule=poss_rule), "report"),
               "baselines": Half(OffsetBaseline(poss_rule=poss_rule), "report")}
-    done = stream(pairs, {**halves, **{name: ANALYSES[name]() for name in analyses}})
+    done = stream(pairs, {**halves, **_extra(analyses)})
     return done, {"select": halves["heads_select"].n_seen, "report": halves["heads"].n_seen}
 
 
-def check_analyses(names: Sequence[str]) -> tuple[str, ...]:
-    """The extra analyses a leaderboard can run on sentences, checked before any work."""
+def check_analyses(names: ExtraAnalyses) -> tuple[str, ...] | dict[str, Analysis]:
+    """The extra analyses a leaderboard can run on sentences, checked before any work.
+
+    Names must be registered (:data:`probes.analysis.ANALYSES`); ready analyses (a mapping by name) must
+    take sentences, and their names must not clash with the leaderboard's own results.
+    """
+    if isinstance(names, Mapping):
+        for name, analysis in names.items():
+            if analysis.items not in ("sentences", "any") or name.startswith(("heads", "baselines")):
+                raise ConfigError(f"analyses: {name!r} cannot run in a leaderboard (it takes {analysis.items}, "
+                                  "or its name clashes with the leaderboard's heads/baselines)")
+        return dict(names)
     usable = sorted(n for n, cls in ANALYSES.items() if cls.items in ("sentences", "any")
                     and n not in ("dependency", "baselines"))
     for name in names:
@@ -257,7 +279,7 @@ class _Scored:
 
 
 def _score(report_pairs: Pairs, select_pairs: Pairs | None, mode: str, report_name: str, select_name: str | None,
-           poss_rule: bool, analyses: Sequence[str], extraction: Mapping[str, Mapping[str, Any]]) -> _Scored:
+           poss_rule: bool, analyses: ExtraAnalyses, extraction: Mapping[str, Mapping[str, Any]]) -> _Scored:
     """Run the passes of one selection mode (one pass, or two with a separate selection split)."""
     if mode == "split":
         done, sizes = score_halves(report_pairs, poss_rule=poss_rule, analyses=analyses)
@@ -295,7 +317,7 @@ def leaderboard_from_pairs(
     min_count: int = 100,
     exclude: Sequence[str] = ("root", "punct"),
     poss_rule: bool = True,
-    analyses: Sequence[str] = (),
+    analyses: ExtraAnalyses = (),
     extraction: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Leaderboard:
     """Score ``(sentence, attention)`` pairs, select heads, compute intervals, tests and near ties.
@@ -477,7 +499,7 @@ def leaderboard(
     progress: bool = False,
     preload_figures: bool = False,
     record: Mapping[str, Any] | None = None,
-    analyses: Sequence[str] = (),
+    analyses: ExtraAnalyses = (),
 ) -> Leaderboard:
     """The head leaderboard of a model on a treebank, heads chosen on held-out data.
 
@@ -499,7 +521,8 @@ def leaderboard(
         record: extra fields for the run record (``command``, ``options`` ...).
         analyses: more analyses to run in the same pass over the report data, by registered name
             (:data:`probes.analysis.ANALYSES`, e.g. ``["specials"]``); their results are in
-            ``board.analyses`` and ``board.write`` saves them under ``analyses/NAME/``.
+            ``board.analyses`` and ``board.write`` saves them under ``analyses/NAME/``; or ready
+            analyses by name (``{"surface": SurfaceStats()}``), run as they are.
 
     Returns:
         A :class:`Leaderboard`; nothing is written until ``board.write(folder)``.

@@ -223,3 +223,40 @@ def test_minilm_aligns_every_word_of_dev(corpus: str, minilm_path: Path, request
         assert wa.n_words == len(sent.words)
         n += 1
     assert n > 1000 and ex.report.n_items == n and ex.report.skipped == [] and ex.report.truncated == []
+
+
+def test_keep_tokens_gives_the_model_token_maps(tiny: Path) -> None:
+    """keep_tokens: each whole input carries the model's own token maps, token strings, words and specials;
+    pooling those maps by the slow reference gives the word maps the extractor yields."""
+    ex = AttentionExtractor.from_pretrained(tiny, batch_size=3, progress=False, heads=[1, 3], keep_tokens=True)
+    decoder = ex._is_decoder
+    for sent, wa in ex.iter_attention(CORPUS):
+        tok = wa.tokens
+        assert tok is not None
+        enc = ex.tokenizer(list(sent.words), is_split_into_words=True, return_tensors="pt")
+        with torch.no_grad():
+            out = ex.model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], output_attentions=True)
+        expected = torch.stack(out.attentions, 1)[0][:, [1, 3]].numpy()  # (L, H', T, T)
+        np.testing.assert_allclose(tok.weights, expected, atol=1e-5)
+        assert tok.tokens == tuple(ex.tokenizer.convert_ids_to_tokens(enc["input_ids"][0].tolist()))
+        word_ids = [-1 if w is None else w for w in enc.word_ids()]
+        assert tok.word_of.tolist() == word_ids
+        specials = np.array(word_ids) < 0
+        first = int(np.argmax(~specials))
+        assert tok.start_special.tolist() == [bool(s and i < first) for i, s in enumerate(specials)]
+        assert tok.end_special.tolist() == [bool(s and i > first) for i, s in enumerate(specials)]
+        if decoder:
+            assert not tok.end_special.any()
+        pooled = reference_pool(tok.weights.astype(np.float64), enc.word_ids(), ex.from_pool)
+        np.testing.assert_allclose(wa.weights, pooled, atol=1e-5)
+
+
+def test_keep_tokens_off_by_default_and_none_for_windows(tmp_path: Path) -> None:
+    path = build("bert", tmp_path)
+    assert all(wa.tokens is None for _, wa in AttentionExtractor.from_pretrained(
+        path, progress=False).iter_attention(CORPUS[:2]))
+    ex = AttentionExtractor.from_pretrained(path, progress=False, keep_tokens=True, max_length=8, on_long="window")
+    pairs = list(ex.iter_attention(CORPUS))
+    windowed = set(ex.report.windowed)
+    assert windowed
+    assert all((wa.tokens is None) == (s.sent_id in windowed) for s, wa in pairs)

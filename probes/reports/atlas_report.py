@@ -1,0 +1,146 @@
+"""Write an atlas: ``heads.csv``, ``atlas.md``, ``atlas.html``, ``head_view.html``, ``figures/``, ``run.json``.
+
+Everything is made from the :class:`~probes.runs.atlas.Atlas` alone, so a saved atlas (``atlas/``,
+read back with :func:`probes.load`) can be written again without the model.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from probes.errors import ConfigError
+from probes.reports.atlas_table import ROLE_RULES
+from probes.reports.atlas_text import RULES, findings
+from probes.reports.record import prepare_out_dir, write_record
+from probes.reports.tables import markdown_table, write_csv
+
+__all__ = ["write_atlas", "atlas_markdown"]
+
+_COMMAND = "probes atlas"
+
+
+def _title(atlas: Any) -> str:
+    data = atlas.record.get("data", {})
+    return f"Head atlas: {atlas.record.get('model', 'model')} on {data.get('name', data.get('treebank', 'the data'))}"
+
+
+def _figures(atlas: Any, table: Any, folder: Path, suffix: str = "png") -> dict[str, Path]:
+    """The atlas figures as ``suffix`` files, by caption (Clark Figs. 1, 2, 4, 6 and Kovaleva Fig. 2)."""
+    from probes.reports.atlas_figures import (
+        example_heads,
+        write_attention_targets,
+        write_entropy,
+        write_mds,
+        write_pattern_distribution,
+        write_sentence_heads,
+    )
+
+    name = atlas.record.get("model", "model")
+    out = {
+        "Attention to kinds of tokens per layer (Clark et al. Fig. 2)":
+            write_attention_targets(table, folder / f"attention_targets.{suffix}", title=f"{name}: where heads attend"),
+        "Entropy per layer (Clark et al. Fig. 4)":
+            write_entropy(table, atlas.surface.uniform_entropy, folder / f"entropy.{suffix}", title=f"{name}: entropy"),
+        "Heads laid out by Jensen-Shannon distance (Clark et al. Fig. 6)":
+            write_mds(table, folder / f"mds.{suffix}", title=f"{name}: MDS of head distances"),
+        "Attention patterns per layer (Kovaleva et al. Fig. 2)":
+            write_pattern_distribution(atlas.patterns.per_layer(), folder / f"patterns.{suffix}",
+                                       title=f"{name}: patterns per layer"),
+    }
+    if atlas.example is not None:
+        out[f"Chosen heads on sentence {atlas.example_id} (Clark et al. Fig. 1)"] = write_sentence_heads(
+            atlas.example.weights, atlas.example.tokens, example_heads(table), folder / f"sentence.{suffix}",
+            title=f"{name}: sentence {atlas.example_id}")
+    return out
+
+
+def _notes(atlas: Any) -> list[str]:
+    """The rules behind every column and figure, for ``atlas.md`` and ``atlas.html``."""
+    from probes.analysis.patterns import AGREEMENT
+
+    record = atlas.record
+    lines = [f"{name}: {rule}" for name, rule in ROLE_RULES.items()]
+    lines.append(f"patterns: Kovaleva et al.'s five classes by documented rules (probes.analysis.patterns); agreement "
+                 f"with {AGREEMENT['n_all']} hand-labelled real maps: Cohen's kappa {AGREEMENT['kappa_heldout']:.2f} "
+                 f"on the {AGREEMENT['n_heldout']} maps held out from calibration")
+    lines.append(f"groups: {record.get('groups', {}).get('rule', '')}; distances from "
+                 f"{record.get('groups', {}).get('distance_sentences')} sentences")
+    lines.append(f"best relation: {_profile_rule()}")
+    lines += [f"finding ({key}): {rule}" for key, rule in RULES.items()]
+    selection = (record.get("leaderboard") or {}).get("selection") or {}
+    if selection:
+        lines.append(f"leaderboard selection: {selection.get('mode')} (selected on {selection.get('selected_on')}, "
+                     f"reported on {selection.get('reported_on')})")
+    if atlas.gradients is None:
+        lines.append(f"gradient importance: {atlas.gradients_note}")
+    lines.append("Layers and heads are 1-based (layer-head).")
+    return lines
+
+
+def _profile_rule() -> str:
+    from probes.heads.profile import PROFILE_RULE
+
+    return PROFILE_RULE
+
+
+def _markdown(rows: list[dict[str, Any]]) -> str:
+    """A Markdown table of ``rows`` with their own keys as columns."""
+    return markdown_table(rows, list(rows[0])) if rows else ""
+
+
+def atlas_markdown(atlas: Any, figures: dict[str, Path], out: Path) -> str:
+    """``atlas.md``: the findings beside Clark et al.'s, the figures, the notable heads and the rules."""
+    table = atlas.heads_table()
+    parts = [f"# {_title(atlas)}\n", "Layers and heads are 1-based (`layer-head`). One row per head: `heads.csv`; "
+             "everything interactive: `atlas.html`.\n", "## Findings beside Clark et al. 2019 (BERT-base)\n",
+             _markdown([f.as_dict() for f in findings(atlas)]), ""]
+    for caption, path in figures.items():
+        parts.append(f"### {caption}\n\n![{caption}]({path.relative_to(out).as_posix()})\n")
+    notable = table[(table["positional"] != 0) | table["rare_word"] | table["syntactic"]]
+    columns = ["head_name", "pattern", "confidence", "positional", "rare_word", "syntactic_relations",
+               "best_relation", "best_accuracy", "best_margin", "cluster"]
+    if len(notable):
+        rows = notable[[c for c in columns if c in notable.columns]].to_dict("records")
+        parts += ["## Heads with a role\n", _markdown(rows), ""]
+    parts += ["## Rules\n", *[f"- {line}" for line in _notes(atlas)], ""]
+    return "\n".join(parts)
+
+
+def write_atlas(atlas: Any, out_dir: str | Path, *, figure_format: str = "png",
+                overwrite: bool = False) -> dict[str, Path]:
+    """Write every file of an atlas to ``out_dir`` (see the module); the paths by name. The figures are PNG
+    (``atlas.html`` embeds them), and also ``figure_format`` (``svg``, ``pdf``) when another is asked for."""
+    from probes.reports.atlas_html import ExampleMaps, write_atlas_html, write_head_view
+    from probes.reports.record import FIGURE_FORMATS
+
+    if figure_format not in FIGURE_FORMATS:
+        raise ConfigError(f"figure_format: expected one of {', '.join(FIGURE_FORMATS)}, found {figure_format!r}")
+    t0 = time.perf_counter()
+    out = prepare_out_dir(out_dir, _COMMAND, overwrite=overwrite)
+    table = atlas.heads_table()
+    paths: dict[str, Path] = {"heads.csv": write_csv(table.to_dict("records"), out / "heads.csv",
+                                                     columns=list(table.columns))}
+    figures = _figures(atlas, table, out / "figures")
+    extra = [] if figure_format == "png" else list(_figures(atlas, table, out / "figures", figure_format).values())
+    example = None
+    if atlas.example is not None:
+        example = ExampleMaps.from_tokens(atlas.example, name=atlas.example_id)
+        paths["head_view.html"] = write_head_view(out / "head_view.html", example.weights, example.labels,
+                                                  title=f"{_title(atlas)}: head view", name=atlas.example_id)
+    summary = [(f.topic, f"{f.here} [holds: {f.holds}]") for f in findings(atlas)]
+    paths["atlas.html"] = write_atlas_html(out / "atlas.html", table, title=_title(atlas), summary=summary,
+                                           figures={c: p for c, p in figures.items()}, example=example,
+                                           notes=_notes(atlas))
+    paths["atlas.md"] = out / "atlas.md"
+    paths["atlas.md"].write_text(atlas_markdown(atlas, figures, out), encoding="utf-8")
+    board_paths = atlas.board.write(out / "leaderboard", figures=False, overwrite=True)
+    saved = atlas.save(out / "atlas")
+    files = [*paths.values(), *figures.values(), *extra, *board_paths.values(), saved / "result.json",
+             saved / "arrays.npz"]
+    record = dict(atlas.record)
+    record["timings"] = {**record.get("timings", {}), "writing_s": time.perf_counter() - t0}
+    paths["run.json"] = write_record(record, out, files)
+    paths.update({f"figures/{p.name}": p for p in [*figures.values(), *extra]})
+    return paths
