@@ -205,7 +205,8 @@ def pair_divergences(rows: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         m *= dtype.type(0.5)
         neg_mix = _neg_entropy(m, per_row[:p], logs[:p]).sum(axis=-1, dtype=np.float64)  # (p,) Σ_i Σ_j m log m
         out[start:start + p] = 0.5 * (own[a] + own[b]) - neg_mix
-    return out
+    # JS >= 0; nearly identical heads (e.g. near-uniform ones) can come out a rounding error below 0
+    return np.maximum(out, 0.0, out=out)
 
 
 def _neg_entropy(p: npt.NDArray[np.float64], out: npt.NDArray[np.float64],

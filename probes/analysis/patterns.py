@@ -54,7 +54,7 @@ import numpy.typing as npt
 
 from probes.analysis.base import Analysis
 from probes.errors import InputError
-from probes.extraction.attention import WordAttention
+from probes.extraction.attention import WordAttention, is_punct_token
 from probes.results import Result, head_axes, head_names, long_table
 
 __all__ = ["AGREEMENT", "AttentionPatterns", "FEATURES", "PATTERNS", "PATTERN_COLUMNS", "PatternResult",
@@ -70,7 +70,6 @@ PATTERN_COLUMNS: tuple[str, ...] = tuple("pattern_" + p.replace("+", "_") for p 
 FEATURES: tuple[str, ...] = ("cls", "sep", "special", "punct", "stripe", "prev", "next", "self", "diagonal",
                              "block", "entropy", "entropy_ratio")
 
-PUNCT_TOKENS: frozenset[str] = frozenset({".", ","})
 _EPS = np.float32(1e-30)
 _ONE_HOT = np.eye(5, dtype=np.int64)  # (5, 5) row k: pattern k
 
@@ -198,7 +197,7 @@ def map_features(weights: npt.NDArray[np.floating[Any]], start_special: npt.NDAr
     share = np.zeros(size, dtype=np.float32)
     share[rows] = 1.0 / rows.size  # (T,) each content row's share of the mean
     column = share @ weights  # (..., T) mean column mass over content rows
-    punct = np.array([tok in PUNCT_TOKENS for tok in tokens], dtype=bool)
+    punct = np.fromiter((is_punct_token(tok) for tok in tokens), dtype=bool, count=len(tokens)) & ~(start | end)
     plain = ~(start | end)
     masses = column @ np.stack([start, end, punct], axis=-1).astype(np.float32)  # (..., 3)
     out = {"cls": masses[..., 0], "sep": masses[..., 1], "punct": masses[..., 2],

@@ -35,7 +35,7 @@ import numpy.typing as npt
 
 from probes.analysis.base import Analysis
 from probes.errors import AlignmentError, ConfigError
-from probes.extraction.attention import WordAttention
+from probes.extraction.attention import PUNCT_TOKENS, WordAttention
 from probes.results import Result, head_axes, head_names, long_table
 
 __all__ = ["SURFACE_KEYS", "LEVELS", "PUNCT", "FIXED_SCALE", "to_fixed", "SurfaceResult", "SurfaceStats",
@@ -46,8 +46,9 @@ SURFACE_KEYS: tuple[str, ...] = ("to_cls", "to_sep", "to_punct", "to_self", "to_
                                  "entropy_first", "sep_to_sep", "other_to_sep")
 #: Levels the statistics can be computed at.
 LEVELS: tuple[str, ...] = ("token", "word")
-#: Tokens (or words) counted as punctuation (Clark's code: exactly these, as whole tokens).
-PUNCT: frozenset[str] = frozenset({".", ","})
+#: Words counted as punctuation at word level; at token level "." and "," with any word-start mark
+#: (:func:`probes.extraction.attention.is_punct_token`: RoBERTa's "Ġ." counts as WordPiece's ".").
+PUNCT: frozenset[str] = PUNCT_TOKENS
 #: Smoothing of the entropy (clark_spec §2.4): ``A' = KEEP * A + (1 - KEEP) / n``.
 KEEP = 0.9999
 #: Sums of real values are kept as int64 multiples of ``1 / FIXED_SCALE`` (resolution 2.3e-10), so that
@@ -180,7 +181,7 @@ class SurfaceStats(Analysis[SurfaceResult]):
             if tokens is None:
                 self._n_without_tokens += 1
                 return
-            punct = np.fromiter((t in PUNCT for t in tokens.tokens), dtype=bool, count=len(tokens.tokens))
+            punct = tokens.punct
             weights, start, end = tokens.weights, tokens.start_special, tokens.end_special
         else:
             weights, start, end, punct = _word_inputs(item, word_attention)

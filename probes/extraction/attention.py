@@ -8,7 +8,22 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["TokenAttention", "WordAttention"]
+__all__ = ["TokenAttention", "WordAttention", "PUNCT_TOKENS", "is_punct_token"]
+
+#: Clark et al.'s punctuation tokens: a token that is exactly "." or "," ...
+PUNCT_TOKENS: frozenset[str] = frozenset({".", ","})
+#: ... once the mark a tokenizer puts on a word's first token is taken off (byte-level BPE "Ġ", SentencePiece
+#: "▁"), so that "Ġ." of RoBERTa or GPT-2 counts as WordPiece's "." does.
+WORD_START_MARKS: tuple[str, ...] = ("Ġ", "▁")
+
+
+def is_punct_token(token: str) -> bool:
+    """Whether ``token`` is "." or "," (after its word-start mark, if any)."""
+    for mark in WORD_START_MARKS:
+        if token.startswith(mark):
+            token = token[len(mark):]
+            break
+    return token in PUNCT_TOKENS
 
 
 @dataclass(frozen=True)
@@ -45,6 +60,12 @@ class TokenAttention:
     def n_tokens(self) -> int:
         """Number of tokens T, specials included."""
         return int(self.word_of.shape[0])
+
+    @property
+    def punct(self) -> npt.NDArray[np.bool_]:
+        """``(T,)`` True at non-special tokens that are "." or "," (:func:`is_punct_token`)."""
+        return np.fromiter((is_punct_token(t) for t in self.tokens), dtype=bool, count=len(self.tokens)) \
+            & ~self.is_special
 
 
 @dataclass(frozen=True)

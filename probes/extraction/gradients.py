@@ -29,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from probes.errors import ConfigError, InputError, ModelOutputError
+from probes.extraction.attention import is_punct_token
 from probes.results import Result, head_axes, head_names, long_table
 
 __all__ = ["KEY_TYPES", "CHOICES", "DEFAULT_GRADIENT_ITEMS", "MASK_RATE", "OBJECTIVES", "KeyTypeGradients", "EncodedItem",
@@ -48,7 +49,6 @@ MASK_RATE = 0.15
 #: The two losses: masked LM (encoders) and next-token LM (decoders).
 OBJECTIVES: tuple[str, ...] = ("masked-lm", "causal-lm")
 #: Punctuation tokens of the ``punct`` key type (as Clark et al.: exactly "." or ",").
-_PUNCT = frozenset({".", ","})
 
 #: The choices made where the paper is silent (clark_spec §2.5, §10 item 7), recorded with every result.
 CHOICES = (
@@ -217,8 +217,7 @@ def _key_types(tokenizer: Any, ids: Sequence[int], word_ids: Sequence[int | None
     """``(T,)`` key type of each token: start specials, end specials, "."/",", others."""
     seen_word = np.cumsum([w is not None for w in word_ids]) > 0  # (T,) a word token at or before
     special = np.array([w is None for w in word_ids], dtype=bool)
-    texts = [tokenizer.convert_tokens_to_string([t]).strip() for t in tokenizer.convert_ids_to_tokens(list(ids))]
-    punct = np.array([t in _PUNCT for t in texts], dtype=bool) & ~special
+    punct = np.array([is_punct_token(t) for t in tokenizer.convert_ids_to_tokens(list(ids))], dtype=bool) & ~special
     kinds = np.full(len(ids), KEY_TYPES.index("other"), dtype=np.intp)
     kinds[punct] = KEY_TYPES.index("punct")
     kinds[special & ~seen_word] = KEY_TYPES.index("cls")

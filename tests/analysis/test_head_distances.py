@@ -162,3 +162,15 @@ def test_checks() -> None:
         HeadDistances(max_items=0)
     with pytest.raises(ConfigError, match="smoothing"):
         HeadDistances(smoothing=0.0)
+
+
+def test_nearly_identical_heads_never_give_a_negative_distance() -> None:
+    """Near-uniform heads differ by rounding only: float32 H(M) - (H(P) + H(Q))/2 may fall a hair below 0."""
+    rng = np.random.default_rng(11)
+    t = 30
+    base = np.full((t, t), 1.0 / t, np.float32)
+    w = np.stack([base + rng.normal(0, 1e-7, (t, t)).astype(np.float32) for _ in range(6)]).reshape(2, 3, t, t)
+    w /= w.sum(-1, keepdims=True)
+    result = run(HeadDistances(), [token_pair(w)])
+    assert (result.distance >= 0).all()
+    assert result.distance.max() < 1e-5

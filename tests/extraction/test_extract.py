@@ -260,3 +260,18 @@ def test_keep_tokens_off_by_default_and_none_for_windows(tmp_path: Path) -> None
     windowed = set(ex.report.windowed)
     assert windowed
     assert all((wa.tokens is None) == (s.sent_id in windowed) for s, wa in pairs)
+
+
+def test_punctuation_tokens_of_every_tokenizer_family() -> None:
+    """Clark's "." and "," tokens, whatever word-start mark the tokenizer adds (WordPiece none, byte-level BPE "Ġ",
+    SentencePiece "▁"); specials never count."""
+    from probes.extraction.attention import TokenAttention, is_punct_token
+
+    assert [is_punct_token(t) for t in (".", ",", "Ġ.", "▁,", "Ġ", "..", "##.", "Ġ;", "ĠĠ.")] == \
+        [True, True, True, True, False, False, False, False, False]
+    tokens = ("<s>", "Ġa", "Ġ.", ",", "</s>")
+    special = np.array([True, False, False, False, True])
+    maps = np.zeros((1, 1, 5, 5), np.float32)
+    attention = TokenAttention(maps, tokens, np.array([-1, 0, 1, 2, -1]), special & (np.arange(5) == 0),
+                               special & (np.arange(5) == 4))
+    assert attention.punct.tolist() == [False, False, True, True, False]
