@@ -198,11 +198,11 @@ table.sortable{border-collapse:collapse;font-size:.8em;white-space:nowrap}
 table.sortable th{position:sticky;top:0;background:#f3f3f3;cursor:pointer;padding:.3em .5em;text-align:left}
 table.sortable th.asc::after{content:" \\25B2"}table.sortable th.desc::after{content:" \\25BC"}
 table.sortable td{padding:.15em .5em;border-top:1px solid #eee}table.sortable tr:hover td{background:#f6f9ff}
-.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(300px,1fr));gap:.7em}
+.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(390px,1fr));gap:.7em}
 .card{border:1px solid #ddd;border-radius:6px;padding:.4em .6em;font-size:.78em;min-width:0;overflow:hidden}
 .card h3{margin:.1em 0 .3em;font-size:1.1em}.card-body{display:flex;gap:.6em;align-items:flex-start}
 .card dl{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:0 .6em;margin:0}.card dt{color:#555}
-.card dd{margin:0;overflow-wrap:break-word;min-width:0}
+.card dd{margin:0;overflow-wrap:normal;word-break:normal;min-width:0}
 canvas.mini{width:110px;height:110px;image-rendering:pixelated;border:1px solid #ccc;cursor:pointer;flex:none}
 .controls{margin:.5em 0}.hv{display:flex;gap:1.5em;align-items:flex-start;flex-wrap:wrap}
 #hv-matrix{image-rendering:pixelated;border:1px solid #ccc}.hv-matrix{margin:0;max-width:420px}
