@@ -28,7 +28,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
 from probes.analysis.base import Analysis
-from probes.errors import ProbesError
+from probes.errors import ConfigError, ProbesError
 from probes.extraction.attention import WordAttention
 
 __all__ = ["Offloaded", "OffloadError", "CHUNK_PAIRS"]
@@ -91,8 +91,6 @@ class Offloaded(Analysis[dict]):
         self.analyses = dict(analyses)
         kinds = {analysis.items for analysis in self.analyses.values()} - {"any"}
         if len(kinds) > 1:
-            from probes.errors import ConfigError
-
             raise ConfigError(f"offloaded analyses must take the same items, found {sorted(kinds)}")
         self.items = kinds.pop() if kinds else "any"  # type: ignore[misc]
         self._chunk: list[tuple[Any, WordAttention]] = []

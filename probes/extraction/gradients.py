@@ -163,11 +163,10 @@ def load_lm(name_or_path: str | Path, *, dtype: Any = None) -> tuple[Any, Any, s
             (transformers would initialise them at random: the gradients would mean nothing).
     """
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM
     from transformers.utils import logging as hf_logging
 
-    from probes.extraction.families import is_byte_level
-    from probes.extraction.loading import resolve_model
+    from probes.extraction.loading import _first_line, load_tokenizer, resolve_model
 
     name = resolve_model(str(name_or_path))
     objective = "language-model"
@@ -175,9 +174,7 @@ def load_lm(name_or_path: str | Path, *, dtype: Any = None) -> tuple[Any, Any, s
         config = AutoConfig.from_pretrained(name)
         objective = "causal-lm" if _is_decoder_config(config) else "masked-lm"
         auto = AutoModelForCausalLM if objective == "causal-lm" else AutoModelForMaskedLM
-        tokenizer = AutoTokenizer.from_pretrained(name, use_fast=True)
-        if is_byte_level(tokenizer) and not getattr(tokenizer, "add_prefix_space", False):
-            tokenizer = AutoTokenizer.from_pretrained(name, use_fast=True, add_prefix_space=True)
+        tokenizer = load_tokenizer(name)
         level, bar = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
         hf_logging.set_verbosity_error()  # the refusal below says it better than the load report
         hf_logging.disable_progress_bar()  # a second "Loading weights" bar would say nothing new
@@ -189,9 +186,8 @@ def load_lm(name_or_path: str | Path, *, dtype: Any = None) -> tuple[Any, Any, s
             if bar:
                 hf_logging.enable_progress_bar()
     except (OSError, ValueError, KeyError) as err:
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise ConfigError(f"gradient importance: cannot load model {name!r} with a language-model head "
-                          f"({objective}): {first}") from err
+                          f"({objective}): {_first_line(err)}") from err
     missing = sorted(set(info.get("missing_keys") or ()) | {str(k[0]) if isinstance(k, tuple) else str(k)
                                                             for k in info.get("mismatched_keys") or ()})
     if missing:

@@ -127,18 +127,27 @@ _LOCAL_ADVICE = ("pass a local model folder (with config.json, e.g. one saved by
 _CONNECT_TIMEOUT_S = 3.0
 
 
+def load_tokenizer(name: str, **kwargs: Any) -> Any:
+    """The fast tokenizer of ``name``, with the prefix space for byte-level BPE tokenizers (RoBERTa, GPT-2 ...),
+    so that pre-split words are tokenized as in running text."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(name, use_fast=True, **kwargs)
+    if is_byte_level(tokenizer) and not getattr(tokenizer, "add_prefix_space", False):
+        tokenizer = AutoTokenizer.from_pretrained(name, use_fast=True, add_prefix_space=True, **kwargs)
+    return tokenizer
+
+
 def _load(name: str, kwargs: dict[str, Any], dtype: Any, progress: bool) -> tuple[Any, Any]:
     """``(model, tokenizer)`` with eager attention, the prefix space for byte-level BPE tokenizers."""
-    from transformers import AutoModel, AutoTokenizer
+    from transformers import AutoModel
     from transformers.utils import logging as hf_logging
 
     quiet = not progress and hf_logging.is_progress_bar_enabled()
     if quiet:
         hf_logging.disable_progress_bar()  # transformers' "Loading weights" bar
     try:
-        tokenizer = AutoTokenizer.from_pretrained(name, use_fast=True, **kwargs)
-        if is_byte_level(tokenizer) and not getattr(tokenizer, "add_prefix_space", False):
-            tokenizer = AutoTokenizer.from_pretrained(name, use_fast=True, add_prefix_space=True, **kwargs)
+        tokenizer = load_tokenizer(name, **kwargs)
         model = AutoModel.from_pretrained(name, attn_implementation="eager", dtype=dtype, **kwargs)
     finally:
         if quiet:

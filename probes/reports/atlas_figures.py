@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from probes.analysis.patterns import PATTERNS  # Kovaleva's five classes, in the order of every pattern array
 from probes.errors import InputError
 from probes.reports.figures import DPI, _new_figure, _wrap
 
@@ -36,8 +37,6 @@ __all__ = ["PATTERNS", "PATTERN_COLOURS", "TARGET_PANELS", "head_grid", "example
            "write_attention_targets", "write_entropy", "write_mds", "write_pattern_distribution",
            "write_sentence_heads"]
 
-#: Kovaleva et al.'s five pattern classes, in the order of every pattern array here.
-PATTERNS = ("vertical", "diagonal", "vertical+diagonal", "block", "heterogeneous")
 #: One colour per pattern (colour-blind safe Okabe-Ito hues), grey for a head without one.
 PATTERN_COLOURS = {"vertical": "#0072B2", "diagonal": "#E69F00", "vertical+diagonal": "#009E73",
                    "block": "#CC79A7", "heterogeneous": "#999999", "unknown": "#DDDDDD"}

@@ -90,12 +90,14 @@ def _markdown(rows: list[dict[str, Any]]) -> str:
     return markdown_table(rows, list(rows[0])) if rows else ""
 
 
-def atlas_markdown(atlas: Any, figures: dict[str, Path], out: Path) -> str:
+def atlas_markdown(atlas: Any, figures: dict[str, Path], out: Path, table: Any = None,
+                   found: list[Any] | None = None) -> str:
     """``atlas.md``: the findings beside Clark et al.'s, the figures, the notable heads and the rules."""
-    table = atlas.heads_table()
+    table = atlas.heads_table() if table is None else table
+    found = findings(atlas) if found is None else found
     parts = [f"# {_title(atlas)}\n", "Layers and heads are 1-based (`layer-head`). One row per head: `heads.csv`; "
              "everything interactive: `atlas.html`.\n", "## Findings beside Clark et al. 2019 (BERT-base)\n",
-             _markdown([f.as_dict() for f in findings(atlas)]), ""]
+             _markdown([f.as_dict() for f in found]), ""]
     for caption, path in figures.items():
         parts.append(f"### {caption}\n\n![{caption}]({path.relative_to(out).as_posix()})\n")
     notable = table[(table["positional"] != 0) | table["rare_word"] | table["syntactic"]]
@@ -129,12 +131,13 @@ def write_atlas(atlas: Any, out_dir: str | Path, *, figure_format: str = "png",
         example = ExampleMaps.from_tokens(atlas.example, name=atlas.example_id)
         paths["head_view.html"] = write_head_view(out / "head_view.html", example.weights, example.labels,
                                                   title=f"{_title(atlas)}: head view", name=atlas.example_id)
-    summary = [(f.topic, f"{f.here} [holds: {f.holds}]") for f in findings(atlas)]
+    found = findings(atlas)
+    summary = [(f.topic, f"{f.here} [holds: {f.holds}]") for f in found]
     paths["atlas.html"] = write_atlas_html(out / "atlas.html", table, title=_title(atlas), summary=summary,
                                            figures={c: p for c, p in figures.items()}, example=example,
                                            notes=_notes(atlas))
     paths["atlas.md"] = out / "atlas.md"
-    paths["atlas.md"].write_text(atlas_markdown(atlas, figures, out), encoding="utf-8")
+    paths["atlas.md"].write_text(atlas_markdown(atlas, figures, out, table, found), encoding="utf-8")
     board_paths = atlas.board.write(out / "leaderboard", figures=False, overwrite=True)
     saved = atlas.save(out / "atlas")
     files = [*paths.values(), *figures.values(), *extra, *board_paths.values(), saved / "result.json",

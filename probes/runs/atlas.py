@@ -279,7 +279,7 @@ def _run(model: str, treebank: str | Path, corpus: str | Path | None, example: s
     from probes.extraction.loading import resolve_model
     from probes.heads.groups import GROUP_RULE, cluster_heads, mds_layout
     from probes.reports.record import run_record
-    from probes.runs.inputs import load_extractor
+    from probes.runs.inputs import data_name, load_extractor
     from probes.runs.leaderboard import leaderboard
 
     model_path = resolve_model(model)
@@ -294,7 +294,7 @@ def _run(model: str, treebank: str | Path, corpus: str | Path | None, example: s
     extra = _analyses(sentences, frequencies=frequencies, js_sentences=options["js_sentences"],
                       word_level=options["word_level"])
     t0 = time.perf_counter()
-    board = leaderboard(extractor, sentences, select_on=options["select_on"], name=_name(treebank),
+    board = leaderboard(extractor, sentences, select_on=options["select_on"], name=data_name(treebank),
                         progress=progress, analyses=extra, record={"command": _COMMAND})
     timings.update(pass_s=time.perf_counter() - t0, extraction_s=board.record["timings"]["extraction_s"])
     results, t0 = board.analyses["atlas"], time.perf_counter()
@@ -312,7 +312,7 @@ def _run(model: str, treebank: str | Path, corpus: str | Path | None, example: s
     timings["gradients_s"] = time.perf_counter() - t0
     full = run_record(
         _COMMAND, model=model, model_path=model_path, extractor=extractor.info(),
-        data={"treebank": str(treebank), "name": _name(treebank), "path": str(path), "sentences": len(sentences),
+        data={"treebank": str(treebank), "name": data_name(treebank), "path": str(path), "sentences": len(sentences),
               **({"corpus": str(corpus)} if corpus is not None else {})},
         options={**options, "example": shown.sent_id},
         groups={"rule": GROUP_RULE, "distance_sentences": int(results["distances"].n_items)},
@@ -332,12 +332,6 @@ def _preload() -> None:
     from probes.reports.figures import preload
 
     preload()
-
-
-def _name(treebank: str | Path) -> str:
-    from probes.runs.inputs import data_name
-
-    return data_name(treebank)
 
 
 def _profile(board: Any) -> Any:
