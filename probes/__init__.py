@@ -13,7 +13,7 @@ the pipelines (each returns a result; nothing is written until ``result.save(pat
     board.save("runs/board")                      # probes.load("runs/board") gives it back
 
 Everything else lives in its stage's subpackage (``probes.corpora``, ``probes.extraction``,
-``probes.analysis``, ``probes.heads``, ``probes.reports``, ``probes.probing``, ``probes.runs``);
+``probes.analysis``, ``probes.heads``, ``probes.importance``, ``probes.reports``, ``probes.probing``, ``probes.runs``);
 see ``docs/architecture.md``.
 """
 
@@ -40,6 +40,8 @@ _LAZY = {
     "probe": "probes.runs.probing",
     "demo": "probes.runs.demo",
     "atlas": "probes.runs.atlas",
+    "importance": "probes.runs.importance",
+    "prune": "probes.runs.importance",
     "load": "probes.results",
 }
 #: The result types the pipelines return: reachable as ``probes.Leaderboard`` ..., kept out of ``__all__``
@@ -50,6 +52,8 @@ _RESULT_TYPES = {
     "BridgingRun": "probes.runs.coreference",
     "ProbeRun": "probes.runs.probing",
     "Atlas": "probes.runs.atlas",
+    "HeadImportance": "probes.runs.importance",
+    "Pruning": "probes.runs.importance",
 }
 
 __getattr__ = lazy_getattr(__name__, {**_LAZY, **_RESULT_TYPES})

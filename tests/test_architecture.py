@@ -31,10 +31,11 @@ STAGES: dict[str, int] = {
     "extraction": 2,
     "analysis": 3,
     "heads": 4,
-    "reports": 5,
-    "probing": 6,
-    "runs": 7,
-    "cli": 8,
+    "importance": 5,
+    "reports": 6,
+    "probing": 7,
+    "runs": 8,
+    "cli": 9,
 }
 TOP = ("probes", "probes.__main__")
 

@@ -282,6 +282,18 @@ CASES: dict[str, Callable[[], Result]] = {
     "KeyTypeGradients": key_type_gradients,
     "RelationProfile": relation_profile,
     "Atlas": atlas_result,
+    "ImportanceResult": lambda: importlib.import_module("tests.importance.cases").importance_result(),
+    "PruningResult": lambda: importlib.import_module("tests.importance.cases").pruning_result(),
+    "OnePerLayer": lambda: importlib.import_module("tests.importance.cases").one_per_layer(),
+    "HeadImportance": lambda: importlib.import_module("probes.runs.importance").HeadImportance(
+        model="package:tiny", result=importlib.import_module("tests.importance.cases").importance_result(),
+        record={"command": "probes importance", "options": {"objective": "representation"}}),
+    "Pruning": lambda: importlib.import_module("probes.runs.importance").Pruning(
+        model="package:tiny", curves=importlib.import_module("tests.importance.cases").pruning_result(),
+        start=importlib.import_module("tests.importance.cases").importance_result(),
+        leaderboard={"rows": [{"relation": "nsubj", "direction": "dep_to_head", "layer": 1, "head": 2,
+                               "accuracy_unpruned": 0.5, "accuracy_pruned": 0.25}], "n_pruned": 3, "fraction": 0.5,
+                     "rule": "r"}, record={"command": "probes prune"}),
 }
 
 

@@ -24,6 +24,7 @@ from probes.cli import coref as _coref  # noqa: F401  (registers `coref`, `bridg
 from probes.cli import probe as _probe  # noqa: F401  (registers `probe`)
 from probes.cli import data as _data  # noqa: F401  (registers `data add`, `data list`)
 from probes.cli import atlas as _atlas  # noqa: F401  (registers `atlas`)
+from probes.cli import importance as _importance  # noqa: F401  (registers `importance`, `prune`)
 from probes.errors import ProbesError
 
 __all__ = ["app", "main", "EXIT_INTERRUPTED"]

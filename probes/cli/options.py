@@ -19,7 +19,7 @@ __all__ = [
     "model_option", "treebank_option", "select_on_option", "batch_size_option", "device_option", "out_option",
     "progress_option", "figures_option", "config_option", "min_count_option", "poss_rule_option",
     "ON_LONG", "FIGURE_FORMATS", "parse_indices", "layers_option", "heads_option", "limit_option",
-    "on_long_option", "figure_format_option", "overwrite_option",
+    "on_long_option", "figure_format_option", "overwrite_option", "one_of",
 ]
 
 #: ``.conllu / .conllx / .conll / .spacy / *_conll``, from the one formats table.
@@ -157,7 +157,7 @@ def poss_rule_option() -> Any:
                         help="Score nmod:poss through the following 's (Clark et al.'s rule).")
 
 
-def _one_of(flag: str, choices: tuple[str, ...]) -> Any:
+def one_of(flag: str, choices: tuple[str, ...]) -> Any:
     """A callback that rejects a value outside ``choices`` while parsing (before any work)."""
     def check(value: Optional[str]) -> Optional[str]:
         if value is not None and value not in choices:
@@ -173,14 +173,14 @@ def limit_option(*, help: str = LIMIT_HELP, panel: str | None = None) -> Any:
 
 def on_long_option(*, help: str = ON_LONG_HELP, panel: str | None = None) -> Any:
     """``--on-long skip|truncate|window``: what the extractor does with inputs over the model's maximum."""
-    return typer.Option("skip", "--on-long", metavar="skip|truncate|window", callback=_one_of("--on-long", ON_LONG),
+    return typer.Option("skip", "--on-long", metavar="skip|truncate|window", callback=one_of("--on-long", ON_LONG),
                         help=help, rich_help_panel=panel)
 
 
 def figure_format_option() -> Any:
     """``--figure-format png|svg|pdf``: file format of the figures."""
     return typer.Option("png", "--figure-format", metavar="png|svg|pdf",
-                        callback=_one_of("--figure-format", FIGURE_FORMATS), help="File format of the figures.")
+                        callback=one_of("--figure-format", FIGURE_FORMATS), help="File format of the figures.")
 
 
 def overwrite_option() -> Any:

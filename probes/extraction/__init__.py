@@ -4,7 +4,8 @@ Loads a Hugging Face model with eager attention, tokenizes gold words, runs batc
 token maps into word-level :class:`~probes.extraction.attention.WordAttention` (``extractor``,
 ``align``), cuts long documents into windows (``windows``), saves and reads attention stores
 (``store``). Model-family facts live in ``families`` (with :func:`head_sites`, the seam where head
-interventions hook), model loading in ``loading``, head gates and ablation in ``interventions``.
+interventions hook), model loading in ``loading``, head gates and zero, mean and uniform-attention ablation in
+``interventions`` (the model then runs in ``probes.importance``).
 Torch is imported on first use.
 """
 
@@ -15,7 +16,7 @@ from probes.extraction.attention import WordAttention
 
 __all__ = ["WordAttention", "AttentionExtractor", "ExtractionReport", "open_store", "extract_to_store",
            "AttentionStore", "Window", "document_windows", "iter_windows", "load_pretrained", "head_sites",
-           "head_gates"]
+           "head_gates", "intervene", "head_means", "ABLATIONS"]
 
 __getattr__ = lazy_getattr(__name__, {
     "AttentionExtractor": "probes.extraction.extractor",
@@ -29,4 +30,7 @@ __getattr__ = lazy_getattr(__name__, {
     "load_pretrained": "probes.extraction.loading",
     "head_sites": "probes.extraction.families",
     "head_gates": "probes.extraction.interventions",
+    "intervene": "probes.extraction.interventions",
+    "head_means": "probes.extraction.interventions",
+    "ABLATIONS": "probes.extraction.interventions",
 })

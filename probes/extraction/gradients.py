@@ -300,19 +300,21 @@ def lm_head(model: Any) -> Any:
 
 
 def lm_losses(model: Any, input_ids: Any, attention_mask: Any, labels: Any, objective: str, *,
-              masked_only: bool = True) -> tuple[Any, Any]:
+              masked_only: bool = True, output_attentions: bool = True) -> tuple[Any, Any]:
     """``(per-example losses (B,), attentions)``: each example's mean cross-entropy (see :data:`CHOICES`).
 
     For a masked LM whose head is one module (:func:`lm_head`), the head runs on the masked positions
     only (``masked_only``; the loss is the same, the vocabulary projection of every other position is
-    saved).
+    saved). ``output_attentions=False`` skips the attention weights (then None; any attention
+    implementation): head importance needs only the loss.
     """
     import torch
 
     head = lm_head(model) if objective == "masked-lm" and masked_only else None
     runner = model.base_model if head is not None else model
-    out = runner(input_ids=input_ids, attention_mask=attention_mask, output_attentions=True, use_cache=False)
-    if not out.attentions or any(a is None for a in out.attentions):
+    out = runner(input_ids=input_ids, attention_mask=attention_mask, output_attentions=output_attentions,
+                 use_cache=False)
+    if output_attentions and (not out.attentions or any(a is None for a in out.attentions)):
         raise ModelOutputError(f"{type(model).__name__} returned no attention weights; load it with "
                                "attn_implementation='eager'")
     counts = (labels != -100).sum(dim=1).clamp(min=1)

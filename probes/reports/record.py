@@ -168,17 +168,18 @@ def _previous_record(out: Path) -> dict[str, Any] | None:
 
 # ---------------------------------------------------------------------------------- inputs
 def inputs_record(seen: int, analysed: int, *, skipped: Sequence[str] = (), truncated: Sequence[str] = (),
-                  windowed: Sequence[str] = (), unit: str = "sentences", max_tokens: int | None = None,
-                  data: str | None = None) -> dict[str, Any]:
-    """One split's ``inputs`` entry: inputs seen and analysed, and the ids skipped, truncated or windowed.
+                  windowed: Sequence[str] = (), cut: Sequence[str] = (), unit: str = "sentences",
+                  max_tokens: int | None = None, data: str | None = None) -> dict[str, Any]:
+    """One split's ``inputs`` entry: inputs seen and analysed, and the ids skipped, truncated, windowed or cut.
 
     ``skipped``: over the model's maximum and not run (``on_long="skip"``); ``truncated``: cut to fit,
-    so not analysed; ``windowed``: run in overlapping windows, analysed. ``seen = analysed + skipped +
-    truncated`` always holds. ``data``: the split's name in outputs.
+    so not analysed; ``windowed``: run in overlapping windows, analysed; ``cut``: cut to the leading words
+    that fit and analysed as such (sentence-level objectives). ``seen = analysed + skipped + truncated``
+    always holds. ``data``: the split's name in outputs.
     """
     return {"data": data, "unit": unit, "seen": int(seen), "analysed": int(analysed), "max_tokens": max_tokens,
-            "n_skipped": len(skipped), "n_truncated": len(truncated), "n_windowed": len(windowed),
-            "skipped": list(skipped), "truncated": list(truncated), "windowed": list(windowed)}
+            "n_skipped": len(skipped), "n_truncated": len(truncated), "n_windowed": len(windowed), "n_cut": len(cut),
+            "skipped": list(skipped), "truncated": list(truncated), "windowed": list(windowed), "cut": list(cut)}
 
 
 def _ids(ids: Sequence[str], limit: int | None) -> str:
@@ -203,7 +204,8 @@ def inputs_lines(inputs: Mapping[str, Mapping[str, Any]], *, limit: int | None =
         text = f"{label}: {split['analysed']} of {split['seen']} {unit} analysed"
         parts = [f"{len(split[k])} {label}: {_ids(split[k], limit)}"
                  for k, label in (("skipped", "skipped"), ("truncated", "truncated, not analysed"),
-                                  ("windowed", "run in windows, analysed")) if split.get(k)]
+                                  ("windowed", "run in windows, analysed"),
+                                  ("cut", "cut to the words that fit, analysed")) if split.get(k)]
         most = f"over {split['max_tokens']} tokens" if split.get("max_tokens") else "over the model's maximum"
         lines.append(text + (f"; {most}: " + "; ".join(parts) if parts else f"; none {most}"))
     return lines

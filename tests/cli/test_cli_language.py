@@ -25,10 +25,10 @@ _ALL = typer.main.get_command(app).commands  # name -> click command or group
 COMMANDS = {name: c for name, c in _ALL.items() if not hasattr(c, "commands")}
 GROUPS = {name for name in _ALL if name not in COMMANDS}
 #: Commands that take a model, that read data, that run a model, and that write an output folder.
-TAKES_MODEL = {"leaderboard", "extract", "coref", "bridging", "probe", "atlas"}
-READS_DATA = {"leaderboard", "baselines", "extract", "coref", "bridging", "probe", "atlas"}
+TAKES_MODEL = {"leaderboard", "extract", "coref", "bridging", "probe", "atlas", "importance", "prune"}
+READS_DATA = {"leaderboard", "baselines", "extract", "coref", "bridging", "probe", "atlas", "importance", "prune"}
 RUNS_MODEL = TAKES_MODEL | {"demo"}
-WRITES_FOLDER = {"leaderboard", "demo", "coref", "bridging", "probe", "atlas"}
+WRITES_FOLDER = {"leaderboard", "demo", "coref", "bridging", "probe", "atlas", "importance", "prune"}
 
 
 def _opts(command: str) -> dict[str, Any]:
@@ -37,7 +37,8 @@ def _opts(command: str) -> dict[str, Any]:
 
 
 def test_the_command_sets_cover_every_command() -> None:
-    assert set(COMMANDS) == {"leaderboard", "baselines", "demo", "extract", "coref", "bridging", "probe", "atlas"}
+    assert set(COMMANDS) == {"leaderboard", "baselines", "demo", "extract", "coref", "bridging", "probe", "atlas",
+                             "importance", "prune"}
     assert GROUPS == {"data"}
     assert {c for c in COMMANDS if "--model" in _opts(c)} == TAKES_MODEL
     assert {c for c in COMMANDS if "--on-long" in _opts(c)} == RUNS_MODEL
@@ -83,10 +84,12 @@ def test_data_is_named_treebank_never_corpus(command: str) -> None:
 @pytest.mark.parametrize("flag", ["--config", "--model", "--figure-format", "--overwrite", "--figures", "--progress",
                                   "--on-long"])
 def test_a_shared_option_reads_the_same_on_every_command(flag: str) -> None:
-    """One wording per shared option, from options.py (coref and bridging say "windows" for --on-long)."""
+    """One wording per shared option, from options.py (coref and bridging say "windows" for --on-long; importance
+    and prune, which score whole sentences, say that they refuse windows)."""
     helps = {c: _opts(c)[flag].help for c in COMMANDS if flag in _opts(c)}
     if flag == "--on-long":
         assert helps.pop("coref") == helps.pop("bridging") and "Windows" in _opts("coref")[flag].help
+        assert helps.pop("importance") == helps.pop("prune") and "'window' is refused" in _opts("prune")[flag].help
     assert len(helps) > 1 and len(set(helps.values())) == 1, helps
 
 
@@ -145,6 +148,8 @@ _RUNS = {  # command -> (run function, arguments)
     "bridging": ("probes.runs.coreference", "bridging", ["-m", "m", "--treebank", str(GUM_STYLE)]),
     "probe": ("probes.runs.probing", "probe", ["-m", "m", "--train", DEV, "--eval", DEV]),
     "demo": ("probes.runs.demo", "demo", []),
+    "importance": ("probes.runs.importance", "importance", ["-m", "m", "--treebank", DEV]),
+    "prune": ("probes.runs.importance", "prune", ["-m", "m", "--treebank", DEV]),
 }
 
 
@@ -254,6 +259,8 @@ _FOLDER_ARGS = {
     "bridging": ["--model", "no/such/model", "--treebank", str(GUM_STYLE)],
     "probe": ["--model", "no/such/model", "--train", DEV, "--eval", DEV],
     "atlas": ["--model", "no/such/model", "--treebank", DEV],
+    "importance": ["--model", "no/such/model", "--treebank", DEV],
+    "prune": ["--model", "no/such/model", "--treebank", DEV],
 }
 
 
