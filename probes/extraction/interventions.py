@@ -123,16 +123,18 @@ def _gate_factor(gate: torch.Tensor, heads: torch.Tensor) -> torch.Tensor:
 
 
 def _head_hook(site: HeadSite, gate: torch.Tensor | None, ablated: torch.Tensor | None,
-               replacement: Callable[[torch.Tensor], torch.Tensor]) -> Any:
-    """A forward pre-hook: replace the ``ablated`` ``(H,)`` heads' slices, then scale all by ``gate``."""
-    import torch
+               replacement: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> Any:
+    """A forward pre-hook: replace the ``ablated`` ``(H,)`` heads' slices (only those are computed), then scale
+    all by ``gate``."""
+    index = None if ablated is None else ablated.nonzero().flatten()  # (k,) the ablated heads
 
     def hook(module: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
         hidden = args[0]  # (..., n_heads * head_dim)
         shape = hidden.shape
         heads = hidden.reshape(*shape[:-1], site.n_heads, site.head_dim)  # (..., H, d)
-        if ablated is not None:
-            heads = torch.where(ablated.to(heads.device)[:, None], replacement(heads), heads)
+        if index is not None:
+            chosen = index.to(heads.device)
+            heads = heads.index_copy(heads.dim() - 2, chosen, replacement(heads, chosen))  # (..., k, d) put in
         if gate is not None:
             heads = heads * _gate_factor(gate, heads)
         return (heads.reshape(shape), *args[1:])
@@ -157,11 +159,12 @@ def _mask_hook(module: Any, state: dict[str, Any]) -> Any:
     return hook
 
 
-def _uniform_replacement(site: ValueSite, state: dict[str, Any]) -> Callable[[torch.Tensor], torch.Tensor]:
-    """The uniform-attention output ``(B, T, H, d)`` of the layer from the captured values and mask."""
+def _uniform_replacement(site: ValueSite, state: dict[str, Any]
+                         ) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """The uniform-attention output ``(B, T, k, d)`` of heads ``index`` from the captured values and mask."""
     import torch
 
-    def replacement(heads: torch.Tensor) -> torch.Tensor:
+    def replacement(heads: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         values = state.get(site.layer)
         if values is None or heads.dim() != 4 or values.shape[:2] != heads.shape[:2]:
             raise ConfigError(f"uniform attention: expected the values of layer {site.layer} "
@@ -170,7 +173,8 @@ def _uniform_replacement(site: ValueSite, state: dict[str, Any]) -> Callable[[to
         mask = state.get("mask")
         if mask is None:
             mask = torch.ones(heads.shape[:2], dtype=torch.bool, device=heads.device)
-        return uniform_output(values, mask, site.before, site.after).to(heads.dtype)
+        return uniform_output(values.index_select(2, index.to(values.device)), mask, site.before,
+                              site.after).to(heads.dtype)
 
     return replacement
 
@@ -225,15 +229,20 @@ def intervene(model: Any, *, gates: torch.Tensor | None = None, ablate: torch.Te
 
 def _replacements(model: Any, sites: list[HeadSite], mask: torch.Tensor | None, ablation: str,
                   means: torch.Tensor | None, state: dict[str, Any], handles: list[Any]
-                  ) -> list[Callable[[torch.Tensor], torch.Tensor]]:
-    """Per layer, what an ablated head's output ``(..., H, d)`` becomes (registering the hooks it needs)."""
+                  ) -> list[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]:
+    """Per layer, what the output ``(..., k, d)`` of ablated heads ``index`` ``(k,)`` becomes, given all heads'
+    ``(..., H, d)`` (registering the hooks it needs)."""
     import torch
 
+    def shaped(heads: torch.Tensor, index: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+        """``value`` ``(k, d)`` broadcast to ``(..., k, d)``: ``index_copy`` needs the exact shape."""
+        return value.to(device=heads.device, dtype=heads.dtype).expand(*heads.shape[:-2], *value.shape)
+
     if mask is None or ablation == "zero":
-        return [lambda heads: torch.zeros((), dtype=heads.dtype, device=heads.device)] * len(sites)
+        return [lambda heads, index: heads.new_zeros(*heads.shape[:-2], index.shape[0], heads.shape[-1])] * len(sites)
     if ablation == "mean":
         _check_means(means, sites)
-        return [lambda heads, layer=site.layer: means[layer].to(device=heads.device, dtype=heads.dtype)
+        return [lambda heads, index, layer=site.layer: shaped(heads, index, means[layer][index.to(means.device)])
                 for site in sites]
     base = getattr(model, "base_model", model)  # runs whatever head the model has, and gets the mask by name
     handles.append(base.register_forward_pre_hook(_mask_hook(base, state), with_kwargs=True))

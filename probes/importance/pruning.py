@@ -283,10 +283,12 @@ def pruning_curves(model: Any, batches: Any, objective: Any, *, select_batches: 
                    orders: Mapping[str, npt.ArrayLike] | None = None,
                    random_seeds: Sequence[int] = DEFAULT_RANDOM_SEEDS, step: float = DEFAULT_STEP,
                    importance: str = "iterative", ablation: str = "zero", means: Any = None,
-                   one_per_layer: bool = True, data: str = "", selection: str = "", progress: bool = False
-                   ) -> PruningResult:
+                   one_per_layer: bool = True, data: str = "", selection: str = "", progress: bool = False,
+                   start: npt.ArrayLike | None = None) -> PruningResult:
     """Curves for importance (chosen on ``select_batches``, default ``batches``), each random seed and each
     score order in ``orders`` (``{name: (L, H) scores}``, lowest pruned first), measured on ``batches``.
+    ``start``: the unpruned model's layer-l2 importance on ``select_batches`` when the caller has it already
+    (``ImportanceResult.importance`` without global rescale); computed here otherwise.
 
     Importance ranks heads by the layer-l2-normalised score (:func:`normalize_importance`), pruned heads
     excluded from the norm. Each step's value is the mean over the sentences of ``batches`` of the
@@ -299,7 +301,8 @@ def pruning_curves(model: Any, batches: Any, objective: Any, *, select_batches: 
     n_heads = shape[0] * shape[1]
     n_pruned = pruning_steps(step, n_heads)
     evaluate = _Evaluator(model, batches, objective, shape, ablation, means)
-    first = _selection_importance(model, select, objective, None, ablation, means)
+    first = _selection_importance(model, select, objective, None, ablation, means) if start is None \
+        else _check_scores("start", start, shape)
     names, found, rows = ["importance"], [], []
     with _bar(progress, 2 * len(n_pruned) - 1, "pruning curve: importance") as bar:
         found.append(_importance_order(model, select, objective, first, n_pruned, importance, ablation, means, bar))

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -440,7 +440,7 @@ def prune(
         leaderboard_at: the fraction pruned (by importance) at which the leaderboard is compared (None: skip).
         start_loo: also measure leave-one-out effects of the unpruned model (one pass per head).
     """
-    from probes.importance.pruning import one_head_per_layer, pruning_curves
+    from probes.importance.pruning import pruning_curves
     from probes.importance.scores import head_importance
     from probes.runs.inputs import check_run_options
 
@@ -458,11 +458,9 @@ def prune(
                             means=setup.means, data=names["select_name"], progress=progress)
     curves = pruning_curves(setup.model, setup.report, setup.objective, select_batches=setup.select,
                             orders={k: scores[k] for k in orders}, random_seeds=random_seeds, step=step,
-                            importance=importance, ablation=ablation, means=setup.means, one_per_layer=False,
-                            data=names["report_name"], selection=names["select_name"], progress=progress)
-    if one_per_layer:
-        curves = replace(curves, one_per_layer=one_head_per_layer(
-            setup.model, setup.report, setup.objective, start.importance, ablation=ablation, means=setup.means))
+                            importance=importance, ablation=ablation, means=setup.means, one_per_layer=one_per_layer,
+                            data=names["report_name"], selection=names["select_name"], progress=progress,
+                            start=start.importance)  # the importance pass on the selection data is not repeated
     setup.timings["curves_s"] = time.perf_counter() - t0
     table = None
     if leaderboard_at is not None and board is not None:
