@@ -32,10 +32,11 @@ STAGES: dict[str, int] = {
     "analysis": 3,
     "heads": 4,
     "importance": 5,
-    "reports": 6,
-    "probing": 7,
-    "runs": 8,
-    "cli": 9,
+    "compare": 6,
+    "reports": 7,
+    "probing": 8,
+    "runs": 9,
+    "cli": 10,
 }
 TOP = ("probes", "probes.__main__")
 
@@ -211,7 +212,7 @@ def test_stages_import_only_earlier_stages():
              for m, edges in GRAPH.items() if m not in TOP for e in edges
              if e.target in TOP or (_stage(e.target) or 0) > (_stage(m) or 0)]
     assert not wrong, ("imports against the stage order errors/results -> corpora -> extraction -> analysis "
-                       "-> heads -> reports -> probing -> runs -> cli (the front door `probes` is for users, "
+                       "-> heads -> importance -> compare -> reports -> probing -> runs -> cli (the front door `probes` is for users, "
                        "not for the package's own modules):\n" + "\n".join(wrong))
 
 

@@ -235,6 +235,24 @@ def distance_result():
     return feed(HeadDistances(max_items=8), token_pairs())
 
 
+def distance_result_with_items():
+    from probes.analysis.head_distances import HeadDistances
+
+    return feed(HeadDistances(max_items=8, keep_items=True), token_pairs())
+
+
+def comparison():
+    """A comparison of two fake models (one with planted perfect heads) on the sample corpus."""
+    from probes.compare import Unit, compare
+    from tests.compare.fakes import fake_atlas
+
+    models = {"trained": {"kind": "trained", "spec": "package:x", "base": "package:x", "seed": None},
+              "random": {"kind": "random-init", "spec": "random-init:package:x@1", "base": "package:x", "seed": 1}}
+    units = [Unit("atlas", "atlas", "trained", "dev", fake_atlas((2, 3), frozenset({1}), seed=0)),
+             Unit("atlas", "atlas", "random", "dev", fake_atlas((2, 3), seed=1))]
+    return compare(units, models, n_resamples=50)
+
+
 def relation_profile():
     from probes.heads.profile import best_relations
 
@@ -277,6 +295,10 @@ CASES: dict[str, Callable[[], Result]] = {
     "RolesResult": roles_result,
     "PatternResult": pattern_result,
     "DistanceResult": distance_result,
+    "DistanceResult/items": distance_result_with_items,
+    "Comparison": comparison,
+    "ExperimentRun": lambda: importlib.import_module("probes.runs.experiment").ExperimentRun(
+        comparison=comparison(), record={"command": "probes run", "experiment": {"name": "x"}, "units": []}),
     "ProbeRun": probe_run,
     "LabelScores": lambda: probe_run().label,
     "KeyTypeGradients": key_type_gradients,

@@ -17,6 +17,10 @@ windowed or truncated inputs, or an extractor run without ``keep_tokens``) are c
 ``n_without_tokens`` and skipped; items with maps beyond the budget or outside ``ids`` in
 ``n_unused``. Shards are merged by summing: the budget is per shard, so a merge equals one pass
 whenever the shards together hold at most ``max_items`` items with maps.
+
+With ``keep_items=True`` the analysis also keeps, for every item it used, that item's pair sums
+(``(P,)`` float32, :func:`pair_index` order), its query rows and its id, so that intervals can resample
+items (:mod:`probes.compare.spread`); 100 items of 72 heads hold 100 x 2,556 x 4 bytes = 1 MB.
 """
 
 from __future__ import annotations
@@ -66,6 +70,10 @@ class DistanceResult(Result):
         n_items: items used.
         n_without_tokens: items skipped because they came without token maps.
         n_unused: items with token maps not used (beyond ``max_items`` or outside ``ids``).
+        item_pairs: ``(I, P)`` float32 per used item, its Σ over rows of JS for every pair a < b in
+            :func:`pair_index` order (P = N(N-1)/2), or None (kept only with ``keep_items=True``).
+        item_rows: ``(I,)`` int64 query rows of each used item, or None.
+        item_ids: ids (``sent_id``, else ``doc_id``, else ``""``) of the used items, in the rows' order.
     """
 
     layers: tuple[int, ...]
@@ -75,6 +83,9 @@ class DistanceResult(Result):
     n_items: int
     n_without_tokens: int = 0
     n_unused: int = 0
+    item_pairs: npt.NDArray[np.float32] | None = None
+    item_rows: npt.NDArray[np.int64] | None = None
+    item_ids: tuple[str, ...] = ()
 
     def per_row(self) -> npt.NDArray[np.float64]:
         """``(N, N)`` mean JS per query row (NaN without rows)."""
@@ -105,10 +116,12 @@ class HeadDistances(Analysis[DistanceResult]):
             ``max_items`` of them).
         smoothing: s in Ã = (1 - s)·A + s/T (Clark: 0.001).
         dtype: ``"float32"`` (default) or ``"float64"``: the precision of each item's computation.
+        keep_items: also keep each used item's pair sums, rows and id (``DistanceResult.item_pairs`` ...),
+            for intervals over items.
     """
 
     def __init__(self, max_items: int | None = DEFAULT_JS_SENTENCES, ids: Iterable[str] | None = None,
-                 smoothing: float = SMOOTHING, dtype: str = "float32") -> None:
+                 smoothing: float = SMOOTHING, dtype: str = "float32", keep_items: bool = False) -> None:
         super().__init__()
         if max_items is not None and (not isinstance(max_items, int) or max_items < 1):
             raise ConfigError(f"max_items: expected a positive int or None, found {max_items!r}")
@@ -120,6 +133,7 @@ class HeadDistances(Analysis[DistanceResult]):
         if dtype not in ("float32", "float64"):
             raise ConfigError(f"dtype: expected 'float32' or 'float64', found {dtype!r}")
         self.add_option("dtype", dtype)
+        self.add_option("keep_items", bool(keep_items))
         self.add_state("_layers", None, "same")
         self.add_state("_heads", None, "same")
         self.add_state("_pairs", np.zeros(0), "sum")  # (N(N-1)/2,) float64, pair_index order
@@ -127,6 +141,9 @@ class HeadDistances(Analysis[DistanceResult]):
         self.add_state("_n_items", 0, "sum")
         self.add_state("_n_without_tokens", 0, "sum")
         self.add_state("_n_unused", 0, "sum")
+        self.add_state("_item_pairs", [], "extend")  # (P,) float32 per used item, with keep_items
+        self.add_state("_item_rows", [], "extend")  # query rows per used item
+        self.add_state("_item_ids", [], "extend")  # id per used item
 
     def update(self, item: Any, word_attention: WordAttention) -> None:
         """Add the JS divergences of every pair of heads on one item's token maps."""
@@ -144,14 +161,26 @@ class HeadDistances(Analysis[DistanceResult]):
                                  f"{(len(self._layers or ()), len(self._heads or ()))} as the word maps")
         n_tok = weights.shape[-1]
         if n_tok == 0:
+            self._keep(item, np.zeros(self._pairs.shape), 0)
             self._n_items += 1
             return
         rows = weights.reshape(n_heads, n_tok, n_tok).astype(self.dtype)  # (N, T, T), a copy
         rows *= rows.dtype.type(1.0 - self.smoothing)
         rows += rows.dtype.type(self.smoothing / n_tok)
-        self._pairs += pair_divergences(rows)
+        pairs = pair_divergences(rows)  # (P,)
+        self._pairs += pairs
+        self._keep(item, pairs, n_tok)
         self._n_rows += n_tok
         self._n_items += 1
+
+    def _keep(self, item: Any, pairs: npt.NDArray[np.float64], n_rows: int) -> None:
+        """With ``keep_items``: remember one used item's ``(P,)`` pair sums, its rows and its id."""
+        if not self.keep_items:
+            return
+        self._item_pairs.append(np.asarray(pairs, dtype=np.float32))
+        self._item_rows.append(int(n_rows))
+        key = getattr(item, "sent_id", None) or getattr(item, "doc_id", None)
+        self._item_ids.append("" if key is None else str(key))
 
     def _wanted(self, item: Any) -> bool:
         """Whether this item is used: inside ``ids`` (when given) and within the budget."""
@@ -177,8 +206,15 @@ class HeadDistances(Analysis[DistanceResult]):
             first, second = pair_index(n)
             distance[first, second] = self._pairs
             distance[second, first] = self._pairs
+        items: dict[str, Any] = {}
+        if self.keep_items:
+            n_pairs = n * (n - 1) // 2
+            items = {"item_pairs": (np.stack(self._item_pairs).astype(np.float32) if self._item_pairs
+                                    else np.zeros((0, n_pairs), np.float32)),
+                     "item_rows": np.asarray(self._item_rows, dtype=np.int64),
+                     "item_ids": tuple(self._item_ids)}
         return DistanceResult(layers, heads, distance, self._n_rows, self._n_items, self._n_without_tokens,
-                              self._n_unused)
+                              self._n_unused, **items)
 
 
 def pair_divergences(rows: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:

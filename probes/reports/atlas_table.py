@@ -11,17 +11,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from probes.heads.roles import RARE_FACTOR, rare_word_heads
 from probes.results import require_pandas
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["heads_table", "rare_word_heads", "ROLE_RULES", "RARE_FACTOR"]
-
-#: A rare-word head's rate of pointing at the rarest word is at least this many times both the chance
-#: rate and the median rate of all heads (the median controls for the subword bias of word maps:
-#: a rare word has more tokens, so more summed column mass, whatever the head does).
-RARE_FACTOR = 2.0
 
 ROLE_RULES = {
     "confidence": "mean over token rows of the largest weight, end special excluded (Voita et al.)",
@@ -32,15 +28,6 @@ ROLE_RULES = {
     "syntactic": "the head is the leaderboard's reported head of a relation and beats the best baseline under "
                  "the paired test, Holm-corrected, with heads chosen on the selection half (held out)",
 }
-
-
-def rare_word_heads(rate: npt.NDArray[np.float64], chance: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
-    """``(L, H)`` True where a head is a rare-word head by :data:`ROLE_RULES` (False where rates are NaN)."""
-    if np.isnan(rate).all():
-        return np.zeros(rate.shape, dtype=bool)
-    median = float(np.nanmedian(rate))
-    with np.errstate(invalid="ignore"):
-        return (rate >= RARE_FACTOR * chance) & (rate >= RARE_FACTOR * median) & np.isfinite(rate)
 
 
 def _flat(values: npt.ArrayLike) -> npt.NDArray[Any]:

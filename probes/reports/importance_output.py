@@ -10,6 +10,8 @@ Layers and heads are 1-based (``layer-head``) in every file.
 
 from __future__ import annotations
 
+import math
+
 import time
 from pathlib import Path
 from typing import Any
@@ -94,8 +96,14 @@ def leaderboard_markdown(table: dict[str, Any] | None) -> str:
         lines.append(f"| {r['relation']} | {r['direction']} | {r['layer']}-{r['head']} | {r['accuracy_unpruned']:.3f} | "
                      f"{r['accuracy_pruned']:.3f} | {r['accuracy_pruned'] - r['accuracy_unpruned']:+.3f} |")
     changes = [abs(r["accuracy_pruned"] - r["accuracy_unpruned"]) for r in rows]
-    lines += ["", f"Mean absolute change over the {len(rows)} relations: {sum(changes) / len(changes):.3f}; "
-              f"largest {max(changes):.3f}."]
+    scored = [c for c in changes if math.isfinite(c)]
+    absent = len(changes) - len(scored)
+    if scored:
+        lines += ["", f"Mean absolute change over the {len(scored)} relations scored: {sum(scored) / len(scored):.3f}; "
+                  f"largest {max(scored):.3f}."]
+    if absent:
+        lines += ["", f"{absent} relation{'s' if absent != 1 else ''} of the selection data "
+                  f"{'have' if absent != 1 else 'has'} no word in the report data (nan: nothing to score)."]
     return "\n".join(lines) + "\n"
 
 

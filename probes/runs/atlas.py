@@ -150,7 +150,7 @@ def _example(sentences: Sequence[Sentence], example: str | None) -> Sentence:
 
 
 def _analyses(sentences: Sequence[Sentence], *, frequencies: Mapping[str, int], js_sentences: int,
-              word_level: bool) -> dict[str, Any]:
+              word_level: bool, js_items: bool = False) -> dict[str, Any]:
     """The atlas' analyses of the one pass (run beside the leaderboard's own), as one ``"atlas"`` analysis
     that runs them in a child process (:class:`probes.analysis.offload.Offloaded`); its result is a dict
     of their results by name."""
@@ -166,7 +166,7 @@ def _analyses(sentences: Sequence[Sentence], *, frequencies: Mapping[str, int], 
         "roles": HeadRoles(frequencies),
         "patterns": AttentionPatterns(),
         "distances": HeadDistances(max_items=js_sentences,
-                                   ids=spread_ids([s.sent_id for s in sentences], js_sentences)),
+                                   ids=spread_ids([s.sent_id for s in sentences], js_sentences), keep_items=js_items),
     }
     if word_level:
         out["surface_words"] = SurfaceStats(level="word")
@@ -211,6 +211,7 @@ def atlas(
     corpus: str | Path | None = None,
     select_on: str | Path | None = None,
     js_sentences: int | None = None,
+    js_items: bool = False,
     clusters: int | None = None,
     counts: str | Path | None = None,
     word_level: bool = False,
@@ -233,6 +234,8 @@ def atlas(
             treebank, reported on the other), a separate treebank, or ``"same"`` (optimistic).
         js_sentences: sentences of the head-distance computation (default
             :data:`probes.analysis.head_distances.DEFAULT_JS_SENTENCES`), spread over the treebank.
+        js_items: also keep each JS sentence's pair sums (``distances.item_pairs``), so that the spread of
+            head distances gets intervals over sentences (:mod:`probes.compare.spread`).
         clusters: number of head groups (default :data:`probes.heads.groups.DEFAULT_CLUSTERS`).
         counts: a word counts file (``word<TAB>count``) for rare-word heads (default: the treebank's counts).
         word_level: also compute the surface statistics on word maps.
@@ -254,6 +257,7 @@ def atlas(
             raise ConfigError(f"{name} must be a whole number >= {least} (--{name.replace('_', '-')}), found {value!r}")
     check_run_options(batch_size=batch_size, device=device, on_long=on_long, limit=limit)
     options = {"select_on": None if select_on is None else str(select_on), "js_sentences": js_sentences,
+               "js_items": bool(js_items),
                "clusters": clusters, "counts": None if counts is None else str(counts), "word_level": word_level,
                "grad_sentences": grad_sentences, "batch_size": batch_size, "device": device, "on_long": on_long,
                "limit": limit}
@@ -292,7 +296,7 @@ def _run(model: str, treebank: str | Path, corpus: str | Path | None, example: s
     timings["model_load_s"] = time.perf_counter() - t0
     threading.Thread(target=_preload, name="probes-preload", daemon=True).start()  # overlaps the model's pass
     extra = _analyses(sentences, frequencies=frequencies, js_sentences=options["js_sentences"],
-                      word_level=options["word_level"])
+                      word_level=options["word_level"], js_items=options["js_items"])
     t0 = time.perf_counter()
     board = leaderboard(extractor, sentences, select_on=options["select_on"], name=data_name(treebank),
                         progress=progress, analyses=extra, record={"command": _COMMAND})

@@ -19,7 +19,7 @@ from typing import Any
 
 from probes.errors import ConfigError
 
-__all__ = ["load_config"]
+__all__ = ["load_config", "read_toml"]
 
 
 def _line_of(text: str, key: str) -> int | None:
@@ -29,6 +29,20 @@ def _line_of(text: str, key: str) -> int | None:
         if pattern.match(line):
             return number
     return None
+
+
+def read_toml(path: Path, what: str) -> tuple[str, dict[str, Any]]:
+    """``(text, table)`` of the TOML file ``path``; ConfigError (naming ``what``, the file and the line) when it
+    cannot be read or is not TOML."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read the {what} ({exc.strerror or exc})", path=path) from None
+    try:
+        return text, tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"expected TOML, found a syntax error ({exc})", path=path,
+                          line=getattr(exc, "lineno", None)) from None
 
 
 def load_config(path: str | Path, allowed: Iterable[str], *, section: str | None = None) -> dict[str, Any]:
@@ -44,15 +58,7 @@ def load_config(path: str | Path, allowed: Iterable[str], *, section: str | None
         ConfigError: the file is missing or not TOML, or holds a key the command does not know.
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read the config file ({exc.strerror or exc})", path=path) from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        line = getattr(exc, "lineno", None)
-        raise ConfigError(f"expected TOML, found a syntax error ({exc})", path=path, line=line) from None
+    text, data = read_toml(path, "config file")
     if section is not None and isinstance(data.get(section), Mapping):
         data = dict(data[section])
     allowed = set(allowed)

@@ -363,8 +363,9 @@ def _pruned_leaderboard(extractor: Any, report: Sequence[Sentence], board: Any, 
         d = chooser.directions.index(row.direction)
         scores = np.where(pruned, -np.inf, chooser.accuracy()[d, :, :, chooser.index(row.relation)])  # (L, H)
         layer, head = (int(i) for i in np.unravel_index(int(np.argmax(scores)), scores.shape))
+        # a relation of the selection data may have no word in the report data (NaN: nothing to score)
         acc = [float(s.accuracy()[s.directions.index(row.direction), layer, head, s.index(row.relation)])
-               for s in (before, after)]
+               if row.relation in s.relations else float("nan") for s in (before, after)]
         rows.append({"relation": row.relation, "direction": row.direction, "layer": layer + 1, "head": head + 1,
                      "accuracy_unpruned": acc[0], "accuracy_pruned": acc[1]})
     return {"rows": rows, "n_pruned": int(pruned.sum()), "rule": "per relation, the best head left after pruning, "

@@ -174,3 +174,39 @@ def test_nearly_identical_heads_never_give_a_negative_distance() -> None:
     result = run(HeadDistances(), [token_pair(w)])
     assert (result.distance >= 0).all()
     assert result.distance.max() < 1e-5
+
+
+def test_kept_items_sum_to_the_distances_and_hold_each_item_alone() -> None:
+    rng = np.random.default_rng(7)
+    maps = [random_maps(rng, t) for t in (4, 6, 5)]
+    pairs = [token_pair(w, f"s{i}") for i, w in enumerate(maps)]
+    bare = (SimpleNamespace(sent_id="bare"), WordAttention(maps[0], pairs[0][1].is_special, (0, 1), (0, 1, 2)))
+    result = run(HeadDistances(keep_items=True, max_items=2), [pairs[0], bare, pairs[1], pairs[2]])
+    assert result.item_ids == ("s0", "s1") and result.item_rows.tolist() == [4, 6]  # the budget: 2 items
+    first, second = hd.pair_index(6)
+    assert result.item_pairs.shape == (2, 15) and result.item_pairs.dtype == np.float32
+    np.testing.assert_allclose(result.item_pairs.sum(0), result.distance[first, second], rtol=1e-6)
+    alone = run(HeadDistances(), [pairs[1]])  # an item's row is the distance of that item alone
+    np.testing.assert_allclose(result.item_pairs[1], alone.distance[first, second], rtol=1e-6)
+    np.testing.assert_allclose(result.item_pairs[0], slow_distance([maps[0]])[first, second], rtol=1e-4)
+    plain = run(HeadDistances(max_items=2), [pairs[0], bare, pairs[1], pairs[2]])
+    assert plain.item_pairs is None and plain.item_rows is None and plain.item_ids == ()
+    np.testing.assert_array_equal(plain.distance, result.distance)
+
+
+def test_merge_keeps_every_item_of_both_shards() -> None:
+    rng = np.random.default_rng(8)
+    pairs = [token_pair(random_maps(rng, t), f"s{i}") for i, t in enumerate((3, 6, 5, 8, 4))]
+    whole = run(HeadDistances(keep_items=True), pairs)
+    a, b = HeadDistances(keep_items=True), HeadDistances(keep_items=True)
+    run(a, pairs[:2])
+    run(b, pairs[2:])
+    a.merge(b)
+    merged = a.compute()
+    assert merged.item_ids == tuple(f"s{i}" for i in range(5)) and merged.item_rows.tolist() == [3, 6, 5, 8, 4]
+    np.testing.assert_array_equal(merged.item_pairs, whole.item_pairs)
+    np.testing.assert_allclose(merged.distance, whole.distance, rtol=1e-12, atol=0)
+    with pytest.raises(ConfigError, match="keep_items"):
+        HeadDistances().merge(HeadDistances(keep_items=True))
+    empty = HeadDistances(keep_items=True).compute()
+    assert empty.item_pairs.shape == (0, 0) and empty.item_rows.shape == (0,)

@@ -21,9 +21,12 @@ DEV = str(SAMPLE / "sample-dev.conllu")
 GUM_STYLE = Path(__file__).resolve().parents[1] / "fixtures" / "coref" / "tiny_gum.conllu"
 
 _ALL = typer.main.get_command(app).commands  # name -> click command or group
+#: `run` and `report` take an experiment file or a run folder as their argument (the experiment file is their
+#: options file); they are checked apart below.
+EXPERIMENT_COMMANDS = {"run", "report"}
 #: The analysis commands; the `data` group (`data add`, `data list`: the registry cache) reads no options file.
-COMMANDS = {name: c for name, c in _ALL.items() if not hasattr(c, "commands")}
-GROUPS = {name for name in _ALL if name not in COMMANDS}
+COMMANDS = {name: c for name, c in _ALL.items() if not hasattr(c, "commands") and name not in EXPERIMENT_COMMANDS}
+GROUPS = {name for name in _ALL if name not in COMMANDS and name not in EXPERIMENT_COMMANDS}
 #: Commands that take a model, that read data, that run a model, and that write an output folder.
 TAKES_MODEL = {"leaderboard", "extract", "coref", "bridging", "probe", "atlas", "importance", "prune"}
 READS_DATA = {"leaderboard", "baselines", "extract", "coref", "bridging", "probe", "atlas", "importance", "prune"}
@@ -45,6 +48,17 @@ def test_the_command_sets_cover_every_command() -> None:
     assert {c for c in COMMANDS if "--limit" in _opts(c)} == READS_DATA
     assert {c for c in COMMANDS if "--figure-format" in _opts(c)} == WRITES_FOLDER
     assert {c for c in COMMANDS if "--overwrite" in _opts(c)} == WRITES_FOLDER
+
+
+def test_experiment_commands_share_the_option_language() -> None:
+    """`probes run` / `probes report`: an argument instead of --config, and --out / --progress as everywhere."""
+    assert EXPERIMENT_COMMANDS <= set(_ALL)
+    for name in EXPERIMENT_COMMANDS:
+        opts = {opt: p for p in _ALL[name].params for opt in (*p.opts, *p.secondary_opts)}
+        assert "--config" not in opts and opts["-o"] is opts["--out"]
+        assert opts["--out"].opts == _opts("leaderboard")["--out"].opts
+    run_opts = {opt: p for p in _ALL["run"].params for opt in (*p.opts, *p.secondary_opts)}
+    assert run_opts["--no-progress"] is run_opts["--progress"]
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))

@@ -145,3 +145,27 @@ def test_smacof_matches_sklearns_from_the_same_start() -> None:
     assert ours_check == pytest.approx(theirs_stress, rel=1e-3)
     assert ours_check <= stress + 1e-12  # the returned layout is at least as good as the last stress measured
     np.testing.assert_allclose(ours, theirs, atol=1e-3)
+
+
+@pytest.mark.parametrize("method", sorted(LINKAGES))
+def test_cluster_cuts_equal_scipys_maxclust_ties_included(method: str) -> None:
+    """Every cut of the one tree equals scipy's fcluster(maxclust) renumbered by first head, also where merge
+    heights tie (integer points: fewer groups than asked) and with identical heads."""
+    from scipy.cluster.hierarchy import fcluster, linkage
+    from scipy.spatial.distance import squareform
+
+    from probes.heads.groups import cluster_cuts
+
+    rng = np.random.default_rng(11)
+    for trial in range(40):
+        n = int(rng.integers(2, 25))
+        x = rng.integers(0, 3, (n, 2)).astype(float) if trial % 2 else rng.random((n, 3))
+        d = ((x[:, None] - x[None]) ** 2).sum(-1)
+        cuts = cluster_cuts(d, range(1, n + 1), method)
+        tree = linkage(squareform(np.sqrt(d) if method == "ward" else d, checks=False), method=method)
+        for k in range(1, n + 1):
+            raw = fcluster(tree, t=k, criterion="maxclust")
+            _, first = np.unique(raw, return_index=True)
+            order = {label: rank + 1 for rank, label in enumerate(np.unique(raw)[np.argsort(first)])}
+            np.testing.assert_array_equal(cuts[k], [order[r] for r in raw])
+            np.testing.assert_array_equal(cuts[k], cluster_heads(d, k, method))

@@ -123,3 +123,25 @@ def test_the_cli_choices_are_the_librarys() -> None:
     from probes.importance.objectives import OBJECTIVES
 
     assert OBJECTIVE_CHOICES == OBJECTIVES and ABLATION_CHOICES == ABLATIONS
+
+
+def test_a_relation_absent_from_the_report_data_is_nan_in_the_pruned_leaderboard(tiny: str, tmp_path: Path) -> None:
+    """Relations listed on the selection data may have no word in the report data (found on 200 EWT test
+    sentences, where ``det:*`` had none): their accuracies are NaN and the report says why, instead of failing."""
+    from probes.reports.importance_output import leaderboard_markdown
+
+    report = tmp_path / "two.conllu"
+    report.write_text("# sent_id = a\n# text = Dogs bark .\n1\tDogs\tdog\tNOUN\tNNS\t_\t2\tnsubj\t_\t_\n"
+                      "2\tbark\tbark\tVERB\tVBP\t_\t0\troot\t_\t_\n3\t.\t.\tPUNCT\t.\t_\t2\tpunct\t_\t_\n\n"
+                      "# sent_id = b\n# text = Cats sleep .\n1\tCats\tcat\tNOUN\tNNS\t_\t2\tnsubj\t_\t_\n"
+                      "2\tsleep\tsleep\tVERB\tVBP\t_\t0\troot\t_\t_\n3\t.\t.\tPUNCT\t.\t_\t2\tpunct\t_\t_\n\n",
+                      encoding="utf-8")
+    run = prune(tiny, str(report), select_on=str(SAMPLE), step=0.5, random_seeds=(0,), orders=(), device="cpu")
+    rows = {r["relation"]: r for r in run.leaderboard["rows"]}
+    absent = [name for name in rows if name not in ("ALL", "ALL-nopunct", "nsubj", "root", "punct")]
+    assert absent, f"expected a selection relation missing from the report data, found only {sorted(rows)}"
+    for name in absent:
+        assert np.isnan(rows[name]["accuracy_unpruned"]) and np.isnan(rows[name]["accuracy_pruned"])
+    assert np.isfinite(rows["ALL"]["accuracy_unpruned"])
+    text = leaderboard_markdown(run.leaderboard)
+    assert f"{len(absent)} relation" in text and "no word in the report data" in text

@@ -1,0 +1,385 @@
+"""Scripted experiments: ``probes run experiments/NAME.toml`` as a library call, and ``probes report RUN_DIR``.
+
+:func:`run_experiment` reads an experiment file (:mod:`probes.runs.experiment_spec`), runs every unit (one
+analysis on one model and one dataset) through the analysis' own library function, and saves each unit as soon
+as it is finished, keyed by the model's weights hash, the data's hashes and the options
+(:mod:`probes.runs.experiment_cache`): a second run re-uses every finished unit, an interrupted one resumes at the
+first unfinished unit. Then it computes the cross-model :class:`~probes.compare.types.Comparison` (and the
+seed-question answers) from the saved results alone and writes ``report.md`` and a self-contained
+``report.html``. :func:`report_experiment` does only that last step, from a run folder.
+
+One pass per (model, dataset) serves the leaderboard, its baselines and the atlas: a ``leaderboard`` or
+``baselines`` analysis without options of its own takes the board of the ``atlas`` unit of the same model and
+data (the atlas runs the leaderboard's analyses in its own pass). Coreference and bridging read documents (their
+own pass); probes, importance and pruning run the model themselves (training features, interventions).
+
+Unlike the other pipelines, this one writes as it goes (into ``out``): the saved units are what makes resuming
+possible. Nothing outside ``out`` (and the random-init model cache) is written::
+
+    import probes.runs.experiment as ex
+    run = ex.run_experiment("experiments/demo-compare.toml")
+    print(run.format())
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from probes.errors import ConfigError
+from probes.results import Result
+
+__all__ = ["ExperimentRun", "run_experiment", "report_experiment", "COMMAND", "REPORT_COMMAND"]
+
+COMMAND = "probes run"
+REPORT_COMMAND = "probes report"
+#: Kinds that, without options of their own, take the board of the same model and data's atlas.
+_FROM_ATLAS = ("leaderboard", "baselines")
+#: The status of a run folder whose run has not finished (an interrupt, an error).
+_UNFINISHED = "unfinished: the units finished so far are in results/; run the same command again to resume"
+#: Order in which a (model, data)'s units run: the atlas first, so the leaderboard can take its board.
+_ORDER = ("atlas", "leaderboard", "baselines", "coreference", "bridging", "probe", "importance", "prune")
+
+
+@dataclass(frozen=True)
+class ExperimentRun(Result):
+    """A finished experiment: the comparison computed from its saved units, and the run record (``run.json``)."""
+
+    comparison: Any
+    record: dict[str, Any] = field(default_factory=dict)
+
+    def to_pandas(self, table: str = "best_heads") -> Any:
+        """One table of the comparison (see :data:`probes.compare.types.TABLES`)."""
+        return self.comparison.to_pandas(table)
+
+    def format(self) -> str:
+        """A short terminal summary: what ran, what was re-used, where the report is."""
+        units = self.record.get("units", [])
+        reused = sum(1 for u in units if u.get("reused"))
+        lines = [f"experiment {self.record.get('experiment', {}).get('name', '?')}: {len(units)} units "
+                 f"({reused} re-used, {len(units) - reused} computed) on "
+                 f"{len(self.record.get('models', {}))} models and {len(self.record.get('data', {}))} datasets"]
+        for name, why in getattr(self.comparison, "missing", {}).items():
+            lines.append(f"  not computed: {name}: {why}")
+        return "\n".join(lines)
+
+    def write(self, out_dir: str | Path, *, figure_format: str = "png", run_dir: str | Path | None = None
+              ) -> dict[str, Path]:
+        """Write ``report.md``, ``report.html``, ``figures/``, ``tables/``, ``comparison/`` and ``run.json``.
+
+        ``run_dir`` is the run folder holding the units (default ``out_dir``): the report links to them only when
+        it is written there."""
+        from probes.reports.experiment_report import write_experiment_report
+
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        files = dict(write_experiment_report(self.comparison, self.record, out, figure_format=figure_format,
+                                             run_dir=out if run_dir is None else run_dir))
+        self.comparison.save(out / "comparison")
+        files["comparison"] = out / "comparison"
+        (out / "run.json").write_text(json.dumps(self.record, indent=2, default=str) + "\n", encoding="utf-8")
+        files["run.json"] = out / "run.json"
+        return files
+
+
+# ----------------------------------------------------------------------------- inputs of the keys
+class _Hashes:
+    """Weights and data hashes, each computed once per run."""
+
+    def __init__(self) -> None:
+        self.models: dict[str, dict[str, Any]] = {}
+        self.files: dict[str, dict[str, str]] = {}
+
+    def model(self, spec: Any) -> dict[str, Any]:
+        """``{spec, path, weights_sha256, n_layers, n_heads}`` of a model spec (a random-init twin is written here)."""
+        if spec.name not in self.models:
+            from probes.extraction.loading import resolve_model, weights_sha256
+
+            path = resolve_model(spec.spec)
+            folder = path if Path(path).is_dir() else _hub_snapshot(path)
+            self.models[spec.name] = {"spec": spec.spec, "kind": spec.kind, "base": spec.base, "seed": spec.seed,
+                                      "path": path, "weights_sha256": None if folder is None else weights_sha256(folder),
+                                      **_shape(path)}
+        return self.models[spec.name]
+
+    def data(self, spec: str) -> dict[str, str]:
+        """``{spec, path, sha256}`` of a treebank or corpus (registry names are fetched or found in the cache)."""
+        if spec not in self.files:
+            from probes.checksum import files_sha256
+            from probes.corpora.registry import resolve_treebank
+
+            path = resolve_treebank(spec)
+            self.files[spec] = {"spec": spec, "path": str(path), "sha256": files_sha256([path])}
+        return self.files[spec]
+
+
+def _hub_snapshot(name: str) -> str | None:
+    """The local folder of a hub model already in the Hugging Face cache (its weights are hashed like a folder's);
+    None when it is not there (the key then holds the name alone, and the run loads it as any command would)."""
+    try:
+        from huggingface_hub import snapshot_download
+
+        return str(snapshot_download(name, local_files_only=True))
+    except Exception:  # noqa: BLE001 - not cached, or not a hub name: nothing to hash
+        return None
+
+
+def _shape(path: str) -> dict[str, int | None]:
+    """``n_layers`` and ``n_heads`` from a model's config (None where it does not say)."""
+    try:
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(path, local_files_only=True)
+    except (OSError, ValueError):
+        return {"n_layers": None, "n_heads": None}
+    return {"n_layers": getattr(config, "num_hidden_layers", None), "n_heads": getattr(config, "num_attention_heads", None)}
+
+
+# ----------------------------------------------------------------------------- units
+@dataclass(frozen=True)
+class _Plan:
+    """One unit to run: the analysis spec, its model and data, and the atlas analysis it takes its board from."""
+
+    analysis: Any
+    model: Any
+    data: Any
+    from_atlas: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.analysis.name} / {self.model.name} / {self.data.name}"
+
+
+def _plan(experiment: Any) -> list[_Plan]:
+    """Every unit, grouped by model then data, the atlas first in each group."""
+    plans = []
+    for model in experiment.models:
+        for data in experiment.data:
+            here = [a for a in experiment.analyses if model.name in a.models and data.name in a.data]
+            here.sort(key=lambda a: _ORDER.index(a.kind))
+            atlas = next((a.name for a in here if a.kind == "atlas"), None)
+            for analysis in here:
+                derived = atlas if analysis.kind in _FROM_ATLAS and not analysis.options else None
+                plans.append(_Plan(analysis, model, data, derived))
+    return plans
+
+
+def _options(plan: _Plan, experiment: Any) -> dict[str, Any]:
+    """The analysis' options, with the experiment's defaults (atlases keep per-sentence distances for Q1)."""
+    options = dict(plan.analysis.options)
+    if plan.analysis.kind == "atlas" and experiment.seed_questions:
+        options.setdefault("js_items", True)
+    return options
+
+
+def _inputs(plan: _Plan, experiment: Any, hashes: _Hashes, atlas_keys: Mapping[tuple[str, str, str], str]
+            ) -> dict[str, Any]:
+    """What the unit's key hashes."""
+    from probes._version import __version__
+
+    model = hashes.model(plan.model)
+    inputs: dict[str, Any] = {
+        "kind": plan.analysis.kind, "options": _options(plan, experiment),
+        "model": {"spec": model["spec"], "weights_sha256": model["weights_sha256"]},
+        "data": {role: hashes.data(spec)["sha256"] for role, spec in plan.data.files(plan.analysis.kind).items()},
+        "probes": __version__}
+    if plan.from_atlas is not None:
+        inputs["from_atlas"] = atlas_keys[(plan.from_atlas, plan.model.name, plan.data.name)]
+    return inputs
+
+
+def _compute(plan: _Plan, model_path: str, options: Mapping[str, Any], progress: bool, done: Mapping[str, Any]
+             ) -> Any:
+    """Run the unit's library function and return its result (a leaderboard from the atlas' board)."""
+    from probes.runs.experiment_spec import analysis_function
+
+    kind, data = plan.analysis.kind, plan.data
+    if plan.from_atlas is not None:
+        board = done[plan.from_atlas].board
+        return board.report_baselines if kind == "baselines" else board
+    function = analysis_function(kind)
+    if kind == "probe":
+        return function(model_path, data.train, data.treebank, select_on=data.select_on, progress=progress,
+                        **options)
+    if kind in ("coreference", "bridging"):
+        select = data.corpus_select_on if data.corpus else data.select_on
+        return function(model_path, data.role("corpus"), select_on=select, progress=progress, **options)
+    result = function(model_path, data.treebank, select_on=data.select_on, progress=progress, **options)
+    return result.report_baselines if kind == "baselines" else result
+
+
+def _run_units(experiment: Any, store: Any, hashes: _Hashes, progress: bool) -> list[tuple[_Plan, Any]]:
+    """Run (or re-use) every unit in plan order; ``[(plan, SavedUnit)]``."""
+    from tqdm.auto import tqdm
+
+    from probes.runs.experiment_cache import unit_key
+
+    plans = _plan(experiment)
+    atlas_keys: dict[tuple[str, str, str], str] = {}
+    saved: list[tuple[_Plan, Any]] = []
+    results: dict[tuple[str, str], dict[str, Any]] = {}
+    bar = tqdm(plans, desc="units", unit="unit", disable=not progress, dynamic_ncols=True)
+    for plan in bar:
+        bar.set_postfix_str(plan.label)
+        inputs = _inputs(plan, experiment, hashes, atlas_keys)
+        key = unit_key(inputs)
+        if plan.analysis.kind == "atlas":
+            atlas_keys[(plan.analysis.name, plan.model.name, plan.data.name)] = key
+        unit = store.find(plan.analysis.name, plan.model.name, plan.data.name, key)
+        group = results.setdefault((plan.model.name, plan.data.name), {})
+        if unit is None:
+            if plan.from_atlas is not None and plan.from_atlas not in group:
+                group[plan.from_atlas] = store.load(_folder(saved, plan.from_atlas, plan))
+            t0 = time.perf_counter()
+            result = _compute(plan, hashes.model(plan.model)["path"], _options(plan, experiment), progress, group)
+            unit = store.save(plan.analysis.name, plan.model.name, plan.data.name, key, inputs, result,
+                              time.perf_counter() - t0, report=experiment.unit_reports and plan.from_atlas is None)
+            group[plan.analysis.name] = result
+        elif progress:
+            bar.write(f"re-used {plan.label} (key {key[:12]})")
+        saved.append((plan, unit))
+    bar.close()
+    return saved
+
+
+def _folder(saved: Sequence[tuple[_Plan, Any]], analysis: str, plan: _Plan) -> str:
+    """The saved folder of ``analysis`` for ``plan``'s model and data."""
+    for other, unit in saved:
+        if (other.analysis.name, other.model.name, other.data.name) == (analysis, plan.model.name, plan.data.name):
+            return unit.folder
+    raise ConfigError(f"{plan.label}: its atlas {analysis!r} has not run")
+
+
+# ----------------------------------------------------------------------------- the pipeline
+def _check_out(out: Path, name: str) -> None:
+    """Refuse a run folder that holds something other than this experiment's runs."""
+    record = out / "run.json"
+    if record.is_file():
+        try:
+            previous = json.loads(record.read_text(encoding="utf-8"))
+        except ValueError:
+            previous = {}
+        if previous.get("command") not in (COMMAND, REPORT_COMMAND) or previous.get("experiment", {}).get("name") != name:
+            raise ConfigError(f"{out}: holds the output of {previous.get('command')!r} "
+                              f"({previous.get('experiment', {}).get('name', 'another run')}); choose another --out")
+    elif out.is_dir() and any(out.iterdir()):
+        raise ConfigError(f"{out}: output folder is not empty and holds no experiment run; choose another --out")
+
+
+def _mark_started(out: Path, name: str) -> None:
+    """Mark a new run folder as this experiment's (``run.json`` without units), so an interrupted run resumes."""
+    if not (out / "run.json").is_file():
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "run.json").write_text(json.dumps(
+            {"command": COMMAND, "experiment": {"name": name}, "status": _UNFINISHED}, indent=2) + "\n",
+            encoding="utf-8")
+
+
+def run_experiment(path: str | Path, *, out: str | Path | None = None, progress: bool = True,
+                   fresh: bool = False) -> ExperimentRun:
+    """Run (or resume) the experiment file ``path`` and write its report into ``out`` (default: the file's ``out``).
+
+    Args:
+        path: the experiment TOML file.
+        out: the run folder (default: ``[experiment] out``, else ``runs/<name>``).
+        progress: a progress bar over units (and the analyses' own bars) on stderr.
+        fresh: recompute every unit even when a saved one has the same key.
+
+    Returns:
+        The :class:`ExperimentRun` (already written into ``out``).
+    """
+    from probes.reports.record import run_record
+    from probes.runs.experiment_cache import UnitStore
+    from probes.runs.experiment_spec import read_experiment
+
+    t0 = time.perf_counter()
+    experiment = read_experiment(path)
+    run_dir = Path(out if out is not None else experiment.out)
+    _check_out(run_dir, experiment.name)
+    store = UnitStore(run_dir)
+    if fresh and (run_dir / "results").is_dir():
+        shutil.rmtree(run_dir / "results")
+    store.clean()
+    _mark_started(run_dir, experiment.name)
+    shutil.copyfile(path, run_dir / "experiment.toml")
+    hashes = _Hashes()
+    saved = _run_units(experiment, store, hashes, progress)
+    units_s = time.perf_counter() - t0
+    record = run_record(
+        COMMAND, experiment={"name": experiment.name, "title": experiment.title, "description": experiment.description,
+                             "file": str(path), "copy": "experiment.toml", "out": str(run_dir)},
+        models={m.name: {k: v for k, v in hashes.model(m).items() if k != "path"} for m in experiment.models},
+        data={d.name: {**_all_files(d), "files": {role: hashes.data(spec) for role, spec in _all_files(d).items()}}
+              for d in experiment.data},
+        analyses={a.name: {"kind": a.kind, "models": list(a.models), "data": list(a.data), "options": a.options}
+                  for a in experiment.analyses},
+        units=[_unit_record(plan, unit) for plan, unit in saved],
+        seed_questions=experiment.seed_questions,
+        report_options={"n_resamples": experiment.n_resamples, "tolerance": experiment.tolerance,
+                        "seed": experiment.seed},
+        timings={"units_s": round(units_s, 3)})
+    return _report(run_dir, record)
+
+
+def _all_files(data: Any) -> dict[str, str]:
+    return {k: v for k in ("treebank", "select_on", "corpus", "corpus_select_on", "train")
+            if (v := getattr(data, k)) is not None}
+
+
+def _unit_record(plan: _Plan, unit: Any) -> dict[str, Any]:
+    return {"analysis": plan.analysis.name, "kind": plan.analysis.kind, "model": plan.model.name,
+            "data": plan.data.name, "key": unit.key, "reused": unit.reused,
+            "seconds": unit.record.get("seconds"), "path": unit.folder, "from_atlas": plan.from_atlas}
+
+
+def _report(run_dir: Path, record: dict[str, Any], out: Path | None = None) -> ExperimentRun:
+    """Load every unit of ``record``, compute the comparison, write the report (into ``out``, default the run
+    folder); the run."""
+    from probes.compare import compare
+    from probes.compare.types import Unit
+    from probes.runs.experiment_cache import UnitStore
+
+    t0 = time.perf_counter()
+    store = UnitStore(run_dir)
+    options = {u["analysis"]: record["analyses"].get(u["analysis"], {}).get("options", {}) for u in record["units"]}
+    units = [Unit(u["analysis"], u["kind"], u["model"], u["data"], store.load(u["path"]), dict(options[u["analysis"]]))
+             for u in record["units"]]
+    models = {name: {k: info.get(k) for k in ("kind", "spec", "base", "seed", "n_layers", "n_heads")}
+              for name, info in record["models"].items()}
+    report = record.get("report_options", {})
+    comparison = compare(units, models, seed_questions=bool(record.get("seed_questions")),
+                         n_resamples=int(report.get("n_resamples", 1000)), tolerance=float(report.get("tolerance", 0.05)),
+                         seed=int(report.get("seed", 0)))
+    record = {**record, "timings": {**record.get("timings", {}), "report_s": round(time.perf_counter() - t0, 3)}}
+    run = ExperimentRun(comparison=comparison, record=record)
+    run.write(run_dir if out is None else out, run_dir=run_dir)
+    return run
+
+
+def report_experiment(run_dir: str | Path, *, out: str | Path | None = None) -> ExperimentRun:
+    """Re-make the report of a finished run folder from its saved units alone (no model, no data), into ``out``
+    (default: the run folder itself; elsewhere, a copy that names the unit folders without linking them).
+
+    Raises:
+        ConfigError: ``run_dir`` holds no experiment run, or a unit it names is missing.
+    """
+    run_dir = Path(run_dir)
+    try:
+        record = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise ConfigError(f"{run_dir}: expected a run folder of `probes run` with a run.json, found "
+                          f"{'no run.json' if not (run_dir / 'run.json').exists() else 'an unreadable run.json'}") from None
+    if record.get("command") not in (COMMAND, REPORT_COMMAND):
+        raise ConfigError(f"{run_dir}: run.json is from {record.get('command')!r}, expected {COMMAND!r}")
+    if "units" not in record:
+        raise ConfigError(f"{run_dir}: the run has not finished ({record.get('status', _UNFINISHED)})")
+    for unit in record["units"]:
+        if not (run_dir / unit["path"] / "result" / "result.json").is_file():
+            raise ConfigError(f"{run_dir}: unit {unit['analysis']} / {unit['model']} / {unit['data']} is missing "
+                              f"({unit['path']}); run the experiment again to recompute it")
+    return _report(run_dir, record, None if out is None else Path(out))

@@ -1,0 +1,114 @@
+"""Saved units of an experiment, keyed by what they depend on, so a finished experiment re-reports in seconds and
+an interrupted one resumes.
+
+A unit is one analysis run on one model and one dataset. It is saved under
+``RUN_DIR/results/<analysis>/<model>/<data>/`` as ``unit.json`` (its key, the inputs of the key, the time it took)
+and ``result/`` (the result object, :meth:`probes.results.Result.save`), and, when asked, ``report/`` (the
+result's own report, as its command writes it). The key is the sha256 of the analysis kind and options, the
+model's spec and weights hash, each data file's sha256 and the package version: a unit is re-used only when all
+of them are equal. A unit is written into a temporary folder and renamed into place when complete, so an
+interrupt never leaves a half-written unit that looks finished.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["unit_key", "UnitStore", "SavedUnit", "UNIT_FILE"]
+
+#: The file that marks a finished unit.
+UNIT_FILE = "unit.json"
+
+
+def _plain(value: Any) -> Any:
+    """JSON-able form of an option value (tuples as lists, paths as text), for hashing and the record."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in sorted(value.items())}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+def unit_key(inputs: Mapping[str, Any]) -> str:
+    """Hex sha256 of ``inputs`` (kind, options, model weights hash, data hashes ...) as canonical JSON."""
+    text = json.dumps(_plain(inputs), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class SavedUnit:
+    """A finished unit on disk: its folder (relative to the run folder), key, record and whether it was re-used."""
+
+    folder: str
+    key: str
+    record: dict[str, Any]
+    reused: bool
+
+
+class UnitStore:
+    """The ``results/`` folder of one run folder."""
+
+    def __init__(self, run_dir: str | Path) -> None:
+        self.run_dir = Path(run_dir)
+
+    def folder(self, analysis: str, model: str, data: str) -> Path:
+        return self.run_dir / "results" / analysis / model / data
+
+    def relative(self, folder: Path) -> str:
+        return folder.relative_to(self.run_dir).as_posix()
+
+    def find(self, analysis: str, model: str, data: str, key: str) -> SavedUnit | None:
+        """The saved unit if it is finished and its key is ``key``; None otherwise (missing, stale, unreadable)."""
+        folder = self.folder(analysis, model, data)
+        try:
+            record = json.loads((folder / UNIT_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if record.get("key") != key or not (folder / "result" / "result.json").is_file():
+            return None
+        return SavedUnit(self.relative(folder), key, record, True)
+
+    def load(self, folder: str) -> Any:
+        """The result object saved in the unit ``folder`` (relative to the run folder)."""
+        from probes.results import load
+
+        return load(self.run_dir / folder / "result")
+
+    def save(self, analysis: str, model: str, data: str, key: str, inputs: Mapping[str, Any], result: Any,
+             seconds: float, *, report: bool = False) -> SavedUnit:
+        """Write a unit atomically: into a temporary folder beside it, then renamed over any stale one."""
+        folder = self.folder(analysis, model, data)
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+        try:
+            result.save(tmp / "result")
+            if report and hasattr(result, "write"):
+                result.write(tmp / "report")
+            record = {"key": key, "analysis": analysis, "model": model, "data": data, "inputs": _plain(inputs),
+                      "seconds": round(seconds, 3), "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+            (tmp / UNIT_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+            if folder.exists():
+                shutil.rmtree(folder)
+            os.replace(tmp, folder)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return SavedUnit(self.relative(folder), key, record, False)
+
+    def clean(self) -> int:
+        """Remove temporary folders left by an interrupted run; how many."""
+        results = self.run_dir / "results"
+        stale = [p for p in results.glob("*/*/.*-*") if p.is_dir()] if results.is_dir() else []
+        for path in stale:
+            shutil.rmtree(path, ignore_errors=True)
+        return len(stale)
