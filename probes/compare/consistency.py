@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from probes.compare.inputs import board_of, listed_relations
+from probes.compare.inputs import board_of
+from probes.heads.profile import listed_relations
 from probes.compare.stats import interval, spearman_rows
 from probes.compare.types import Consistency, Unit
 
@@ -85,7 +86,8 @@ def model_consistency(units: Sequence[Unit], model: str, datas: Sequence[str], *
     names = list(boards)
     for i, a in enumerate(names):
         for b in names[i + 1:]:
-            shared = [r for r in listed_relations(boards[a]) if r in set(listed_relations(boards[b]))]
+            theirs = set(listed_relations(boards[b]))
+            shared = [r for r in listed_relations(boards[a]) if r in theirs]
             out.append(consistency(model, (boards[a].reported_on, boards[a].report),
                                    (boards[b].reported_on, boards[b].report), shared, n_resamples=n_resamples,
                                    seed=seed))

@@ -10,12 +10,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from probes.compare.types import Unit
+from probes.heads.profile import board_profile
 
-__all__ = ["first_result", "board_of", "atlas_of", "model_data_pairs", "listed_relations", "profile_of", "depth",
-           "POOLED"]
-
-#: The pooled relations of a leaderboard (every relation at once): no head or relation of their own.
-POOLED: tuple[str, ...] = ("ALL", "ALL-nopunct")
+__all__ = ["first_result", "board_of", "atlas_of", "model_data_pairs", "profile_of", "depth"]
 
 
 def first_result(units: Sequence[Unit], kind: str, model: str, data: str) -> Any:
@@ -49,23 +46,12 @@ def model_data_pairs(units: Sequence[Unit], kinds: Sequence[str] = ("leaderboard
     return out
 
 
-def listed_relations(board: Any) -> list[str]:
-    """The relations of a leaderboard's rows, the pooled ``ALL`` rows left out."""
-    return [row.relation for row in board.rows if row.relation not in POOLED]
-
-
 def profile_of(board: Any, atlas: Any = None) -> Any:
     """Each head's best relation (:class:`~probes.heads.profile.RelationProfile`): the atlas's when there is one,
     else computed from the board (chosen on its selection side, read on its report side); None without relations."""
     if atlas is not None and getattr(atlas, "profile", None) is not None:
         return atlas.profile
-    from probes.heads.profile import best_relations
-
-    relations = listed_relations(board)
-    if not relations:
-        return None
-    return best_relations(board.report, board.report_baselines, relations, select=board.select,
-                          select_baselines=board.select_baselines)
+    return board_profile(board)
 
 
 def depth(layer: int, n_layers: int) -> float:

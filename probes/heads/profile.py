@@ -23,7 +23,7 @@ from probes.analysis.dependency import HeadScores
 from probes.errors import ConfigError
 from probes.results import Result, head_axes, head_names, long_table
 
-__all__ = ["RelationProfile", "best_relations", "syntactic_heads", "PROFILE_RULE"]
+__all__ = ["RelationProfile", "best_relations", "board_profile", "listed_relations", "syntactic_heads", "PROFILE_RULE"]
 
 #: How the best relation of a head is chosen and reported (printed with every atlas).
 PROFILE_RULE = ("best relation of a head: the listed relation and direction with the largest margin over that "
@@ -126,3 +126,20 @@ def syntactic_heads(rows: Sequence[Any], layers: Sequence[int], heads: Sequence[
         if row.beats_baseline and row.selection != "same" and not row.relation.startswith("ALL"):
             found.setdefault((row.layer, row.head), []).append(f"{row.relation} {short.get(row.direction, row.direction)}")
     return tuple(", ".join(found.get((layer, head), [])) for layer in layers for head in heads)
+
+
+def listed_relations(board: Any) -> list[str]:
+    """The relations of a leaderboard's rows, the pooled ``ALL`` and ``ALL-nopunct`` rows left out."""
+    from probes.analysis.relations import ALL, ALL_NOPUNCT
+
+    return [row.relation for row in board.rows if row.relation not in (ALL, ALL_NOPUNCT)]
+
+
+def board_profile(board: Any) -> RelationProfile | None:
+    """Each head's best relation among a leaderboard's listed relations (:func:`listed_relations`), chosen on its
+    selection side and read on its report side; None when it lists no other relation."""
+    relations = listed_relations(board)
+    if not relations:
+        return None
+    return best_relations(board.report, board.report_baselines, relations, select=board.select,
+                          select_baselines=board.select_baselines)

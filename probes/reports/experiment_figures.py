@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from probes.analysis.patterns import PATTERNS
+from probes.compare.inputs import depth
 from probes.reports.atlas_figures import PATTERN_COLOURS
 from probes.reports.experiment_text import fmt
 from probes.reports.figures import DPI, _new_figure, _save, _wrap
@@ -343,15 +344,14 @@ def write_consistency(rows: Sequence[Any], path: str | Path, *, styles: Styles, 
 def _layer_panel(ax: Any, rows: Sequence[Any]) -> None:
     """One model's layers: pattern shares stacked, role shares as lines, x = relative depth."""
     rows = sorted(rows, key=lambda r: r.layer)
-    n_layers = len(rows)
-    depth = np.array([r.layer / (n_layers - 1) if n_layers > 1 else 0.0 for r in rows])
+    depths = np.array([depth(r.layer, len(rows)) for r in rows])
     names = [p for p in PATTERNS if any(p in r.patterns for r in rows)]
     names += [p for p in dict.fromkeys(k for r in rows for k in r.patterns) if p not in names]
     shares = np.array([[r.patterns.get(p, 0.0) for r in rows] for p in names], dtype=float).reshape(len(names), -1)
     if names:
-        ax.stackplot(depth, np.nan_to_num(shares), colors=[PATTERN_COLOURS.get(p, "0.8") for p in names], alpha=0.55)
+        ax.stackplot(depths, np.nan_to_num(shares), colors=[PATTERN_COLOURS.get(p, "0.8") for p in names], alpha=0.55)
     for key, colour, linestyle in _ROLES:
-        ax.plot(depth, [getattr(r, key) for r in rows], color=colour, linestyle=linestyle, marker="o", markersize=2.5,
+        ax.plot(depths, [getattr(r, key) for r in rows], color=colour, linestyle=linestyle, marker="o", markersize=2.5,
                 linewidth=1.3)
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)

@@ -16,6 +16,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from probes.compare.inputs import depth
 from probes.compare.types import Comparison, LayerProfile, Test
 from probes.errors import ConfigError
 from probes.heads.naming import INDEXING_NOTE
@@ -231,8 +232,7 @@ def _peak(rows: Sequence[LayerProfile], values: Sequence[float], label: str) -> 
         return f"no {label}"
     best = max(range(len(values)), key=lambda k: (values[k], -k))
     n_layers = len(rows)
-    depth = rows[best].layer / (n_layers - 1) if n_layers > 1 else 0.0
-    return (f"{label} peak at depth {fmt(depth, 'depth')} (layer {rows[best].layer + 1} of {n_layers}, "
+    return (f"{label} peak at depth {fmt(depth(rows[best].layer, n_layers), 'depth')} (layer {rows[best].layer + 1} of {n_layers}, "
             f"{fmt(values[best], 'fraction')})")
 
 

@@ -282,6 +282,7 @@ def _run(model: str, treebank: str | Path, corpus: str | Path | None, example: s
     """The atlas with checked ``options`` (see :func:`atlas`)."""
     from probes.extraction.loading import resolve_model
     from probes.heads.groups import GROUP_RULE, cluster_heads, mds_layout
+    from probes.heads.profile import board_profile
     from probes.reports.record import run_record
     from probes.runs.inputs import data_name, load_extractor
     from probes.runs.leaderboard import leaderboard
@@ -305,7 +306,7 @@ def _run(model: str, treebank: str | Path, corpus: str | Path | None, example: s
     distance = results["distances"].distance
     layout = mds_layout(distance, seed=0)
     groups = cluster_heads(distance, min(options["clusters"], len(distance)))
-    profile = _profile(board)
+    profile = board_profile(board)
     timings["groups_s"] = time.perf_counter() - t0
     example_maps = _example_maps(extractor, shown)
     coref_accuracy, coref_record = (None, None) if corpus is None else _coref(extractor, corpus, options["limit"],
@@ -336,19 +337,6 @@ def _preload() -> None:
     from probes.reports.figures import preload
 
     preload()
-
-
-def _profile(board: Any) -> Any:
-    """Each head's best relation among the leaderboard's listed relations (selection half, read on the other)."""
-    from probes.heads.profile import best_relations
-
-    from probes.analysis.relations import ALL, ALL_NOPUNCT
-
-    relations = [row.relation for row in board.rows if row.relation not in (ALL, ALL_NOPUNCT)]
-    if not relations:
-        return None
-    return best_relations(board.report, board.report_baselines, relations, select=board.select,
-                          select_baselines=board.select_baselines)
 
 
 def _example_maps(extractor: Any, sentence: Sentence) -> TokenAttention | None:

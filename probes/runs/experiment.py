@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -131,13 +131,15 @@ def _hub_snapshot(name: str) -> str | None:
 
 def _shape(path: str) -> dict[str, int | None]:
     """``n_layers`` and ``n_heads`` from a model's config (None where it does not say)."""
+    from probes.extraction.families import n_heads, n_layers
+
     try:
         from transformers import AutoConfig
 
         config = AutoConfig.from_pretrained(path, local_files_only=True)
-    except (OSError, ValueError):
+        return {"n_layers": n_layers(config), "n_heads": n_heads(config)}
+    except (OSError, ValueError):  # ConfigError is a ValueError: a config that does not say
         return {"n_layers": None, "n_heads": None}
-    return {"n_layers": getattr(config, "num_hidden_layers", None), "n_heads": getattr(config, "num_attention_heads", None)}
 
 
 # ----------------------------------------------------------------------------- units
@@ -222,7 +224,8 @@ def _run_units(experiment: Any, store: Any, hashes: _Hashes, progress: bool) -> 
     plans = _plan(experiment)
     atlas_keys: dict[tuple[str, str, str], str] = {}
     saved: list[tuple[_Plan, Any]] = []
-    results: dict[tuple[str, str], dict[str, Any]] = {}
+    current: tuple[str, str] | None = None
+    group: dict[str, Any] = {}  # the results computed for the current (model, data): only its atlas is needed again
     bar = tqdm(plans, desc="units", unit="unit", disable=not progress, dynamic_ncols=True)
     for plan in bar:
         bar.set_postfix_str(plan.label)
@@ -231,10 +234,13 @@ def _run_units(experiment: Any, store: Any, hashes: _Hashes, progress: bool) -> 
         if plan.analysis.kind == "atlas":
             atlas_keys[(plan.analysis.name, plan.model.name, plan.data.name)] = key
         unit = store.find(plan.analysis.name, plan.model.name, plan.data.name, key)
-        group = results.setdefault((plan.model.name, plan.data.name), {})
+        if (plan.model.name, plan.data.name) != current:  # plans are grouped: earlier results are never read again
+            current, group = (plan.model.name, plan.data.name), {}
         if unit is None:
             if plan.from_atlas is not None and plan.from_atlas not in group:
-                group[plan.from_atlas] = store.load(_folder(saved, plan.from_atlas, plan))
+                # the atlas ran just before (plans put it first) and was re-used: read it from its folder
+                atlas = store.folder(plan.from_atlas, plan.model.name, plan.data.name)
+                group[plan.from_atlas] = store.load(store.relative(atlas))
             t0 = time.perf_counter()
             result = _compute(plan, hashes.model(plan.model)["path"], _options(plan, experiment), progress, group)
             unit = store.save(plan.analysis.name, plan.model.name, plan.data.name, key, inputs, result,
@@ -245,14 +251,6 @@ def _run_units(experiment: Any, store: Any, hashes: _Hashes, progress: bool) -> 
         saved.append((plan, unit))
     bar.close()
     return saved
-
-
-def _folder(saved: Sequence[tuple[_Plan, Any]], analysis: str, plan: _Plan) -> str:
-    """The saved folder of ``analysis`` for ``plan``'s model and data."""
-    for other, unit in saved:
-        if (other.analysis.name, other.model.name, other.data.name) == (analysis, plan.model.name, plan.data.name):
-            return unit.folder
-    raise ConfigError(f"{plan.label}: its atlas {analysis!r} has not run")
 
 
 # ----------------------------------------------------------------------------- the pipeline
@@ -314,7 +312,7 @@ def run_experiment(path: str | Path, *, out: str | Path | None = None, progress:
         COMMAND, experiment={"name": experiment.name, "title": experiment.title, "description": experiment.description,
                              "file": str(path), "copy": "experiment.toml", "out": str(run_dir)},
         models={m.name: {k: v for k, v in hashes.model(m).items() if k != "path"} for m in experiment.models},
-        data={d.name: {**_all_files(d), "files": {role: hashes.data(spec) for role, spec in _all_files(d).items()}}
+        data={d.name: {**d.given(), "files": {role: hashes.data(spec) for role, spec in d.given().items()}}
               for d in experiment.data},
         analyses={a.name: {"kind": a.kind, "models": list(a.models), "data": list(a.data), "options": a.options}
                   for a in experiment.analyses},
@@ -324,11 +322,6 @@ def run_experiment(path: str | Path, *, out: str | Path | None = None, progress:
                         "seed": experiment.seed},
         timings={"units_s": round(units_s, 3)})
     return _report(run_dir, record)
-
-
-def _all_files(data: Any) -> dict[str, str]:
-    return {k: v for k in ("treebank", "select_on", "corpus", "corpus_select_on", "train")
-            if (v := getattr(data, k)) is not None}
 
 
 def _unit_record(plan: _Plan, unit: Any) -> dict[str, Any]:

@@ -90,6 +90,10 @@ class DataSpec:
     corpus_select_on: str | None = None
     train: str | None = None
 
+    def given(self) -> dict[str, str]:
+        """Every spec the file gives, by key (:data:`_DATA_KEYS` order)."""
+        return {k: v for k in _DATA_KEYS if (v := getattr(self, k)) is not None}
+
     def role(self, role: str) -> str | None:
         """The spec a kind runs on: ``treebank``, ``corpus`` (falls back to the treebank) or ``train``."""
         if role == "corpus":

@@ -336,12 +336,12 @@ def importance(
 def _score_orders(extractor: Any, select: Sequence[Sentence], progress: bool) -> tuple[dict[str, np.ndarray], Any]:
     """``({order name: (L, H) scores}, leaderboard of the selection data)`` from one extraction pass."""
     from probes.analysis.roles import HeadRoles, word_frequencies
-    from probes.runs.atlas import _profile
+    from probes.heads.profile import board_profile
     from probes.runs.leaderboard import leaderboard
 
     board = leaderboard(extractor, list(select), select_on="same", progress=progress,  # orders only: nothing reported
                         analyses={"roles": HeadRoles(word_frequencies(select))})
-    profile = _profile(board)
+    profile = board_profile(board)
     shape = board.report.correct.shape[1:3]
     margin = np.full(shape, -np.inf) if profile is None else np.nan_to_num(profile.margin, nan=-np.inf)
     return {"specialised-last": margin, "confident-last": board.analyses["roles"].confidence()}, board
