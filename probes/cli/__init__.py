@@ -5,15 +5,24 @@ Every failure is one line on stderr: errors from the input (:class:`probes.Probe
 ``error: ...`` and exit 2; Ctrl-C prints ``error: interrupted`` (with how to resume where a
 store makes that possible) and exits 130. ``--debug``, before or after the command, shows
 tracebacks instead.
+
+Under ``torchrun`` (``WORLD_SIZE > 1``) the commands of :data:`DISTRIBUTED` join the process group
+(:func:`probes.world.init_world`), each rank runs its block of the inputs and rank 0 alone prints and
+writes; the others are silent but for errors, which name the rank (``error: rank 1 of 2: ...``). Every
+other command refuses to start there, with one line naming those that run distributed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import logging
 import os
 import signal
 import sys
 import threading
+import warnings
+from collections.abc import Iterator
 
 from probes.cli._app import app, state
 
@@ -27,8 +36,15 @@ from probes.cli import atlas as _atlas  # noqa: F401  (registers `atlas`)
 from probes.cli import importance as _importance  # noqa: F401  (registers `importance`, `prune`)
 from probes.cli import experiment as _experiment  # noqa: F401  (registers `run`, `report`)
 from probes.errors import ProbesError
+from probes.world import World, init_world, launched
 
-__all__ = ["app", "main", "EXIT_INTERRUPTED"]
+__all__ = ["app", "main", "EXIT_INTERRUPTED", "DISTRIBUTED"]
+
+#: Commands that run distributed under ``torchrun`` (inputs sharded across ranks, states merged on every
+#: rank, rank 0 writes); every other command refuses ``WORLD_SIZE > 1``.
+DISTRIBUTED: tuple[str, ...] = ("leaderboard", "coref", "bridging", "extract")
+#: Who is speaking in error lines: ``""`` in one process, ``"rank R of N: "`` in a distributed run.
+_WHO = {"prefix": ""}
 
 #: Exit code after Ctrl-C (128 + SIGINT), as shells report it.
 EXIT_INTERRUPTED = 130
@@ -113,8 +129,78 @@ def _interrupted(args: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; returns the exit code instead of raising SystemExit when called from Python."""
+    """Run the CLI; returns the exit code instead of raising SystemExit when called from Python.
+
+    Under ``torchrun`` with more than one process, see :func:`_main_distributed`.
+    """
     args, state["debug"] = _split_debug(list(sys.argv[1:] if argv is None else argv))
+    if launched():
+        return _main_distributed(args)
+    return _main(args)
+
+
+def _device(args: list[str]) -> str | None:
+    """The ``--device`` given on the command line, if any (it chooses gloo or NCCL)."""
+    for k, arg in enumerate(args):
+        if arg.startswith("--device="):
+            return arg.split("=", 1)[1]
+        if arg == "--device" and k + 1 < len(args):
+            return args[k + 1]
+    return None
+
+
+@contextlib.contextmanager
+def _silent(world: World) -> Iterator[None]:
+    """Off rank 0: no standard output, warnings or log lines below errors (rank 0 speaks for the run)."""
+    if world.is_main:
+        yield
+        return
+    logger = logging.getLogger("probes")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    with open(os.devnull, "w", encoding="utf-8") as null, contextlib.redirect_stdout(null), \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            yield
+        finally:
+            logger.setLevel(level)
+
+
+def _main_distributed(args: list[str]) -> int:
+    """One rank of a ``torchrun`` launch: refuse commands that do not run distributed, else join the process
+    group, run the command (silent off rank 0) and wait at a barrier until every rank has finished.
+
+    A rank that fails prints one line naming itself and exits 1; ``torchrun`` then ends the other ranks
+    (a rank that hangs instead makes the others fail after :func:`probes.world.timeout`).
+    """
+    command = _command(args)
+    rank, size = os.environ.get("RANK", "0"), os.environ.get("WORLD_SIZE", "?")
+    if command is not None and command not in DISTRIBUTED:
+        if rank == "0":
+            print(f"error: probes {command} does not run distributed (WORLD_SIZE={size}); under torchrun run "
+                  f"{', '.join(DISTRIBUTED)}, or run {command} as one process", file=sys.stderr)
+        return 1
+    _WHO["prefix"] = f"rank {rank} of {size}: "
+    try:
+        world = init_world(_device(args))
+    except (ProbesError, RuntimeError, ValueError) as exc:
+        if state["debug"]:
+            raise
+        print(f"error: {_WHO['prefix']}cannot join the process group: {exc}", file=sys.stderr)
+        return 1
+    with _silent(world):
+        code = _main(args)
+    if code == 0:
+        world.barrier()  # rank 0 exits only once every rank has finished
+        import torch.distributed as dist
+
+        dist.destroy_process_group()
+    return code
+
+
+def _main(args: list[str]) -> int:
+    """Run the command in ``args`` (``--debug`` already taken out), mapping every failure to an exit code."""
     try:
         # Not standalone: click's errors come here, to be printed as one line like every other error.
         code = app(args=args, standalone_mode=False, prog_name="probes")
@@ -127,10 +213,10 @@ def main(argv: list[str] | None = None) -> int:
         if state["debug"]:
             raise
         _close_bars()
-        print(_usage_error(exc), file=sys.stderr)
+        print(_usage_error(exc).replace("error: ", "error: " + _WHO["prefix"], 1), file=sys.stderr)
         return int(getattr(exc, "exit_code", 2))
     except _abort_errors():  # end of input at a prompt
-        print("error: aborted", file=sys.stderr)
+        print(f"error: {_WHO['prefix']}aborted", file=sys.stderr)
         return 1
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -138,14 +224,14 @@ def main(argv: list[str] | None = None) -> int:
         if state["debug"]:
             raise
         _close_bars()
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_WHO['prefix']}{exc}", file=sys.stderr)
         return 1
     except Exception as exc:  # a bug: say so, briefly, unless --debug
         if state["debug"]:
             raise
         _close_bars()
-        print(f"error: internal error ({type(exc).__name__}: {exc}); rerun with --debug for the traceback",
-              file=sys.stderr)
+        print(f"error: {_WHO['prefix']}internal error ({type(exc).__name__}: {exc}); rerun with --debug for the "
+              "traceback", file=sys.stderr)
         return 1
     if code == EXIT_INTERRUPTED:  # typer turns KeyboardInterrupt into Exit(130)
         return _interrupted(args)

@@ -58,6 +58,10 @@ def atlas_cli(
     batch_size: int = options.batch_size_option(),
     device: Optional[str] = options.device_option(),
     on_long: str = options.on_long_option(),
+    dtype: str = options.dtype_option(),
+    max_batch_tokens: Optional[int] = options.max_batch_tokens_option(),
+    max_attention_mb: float = options.max_attention_mb_option(),
+    device_map: Optional[str] = options.device_map_option(),
     limit: Optional[int] = options.limit_option(),
     out: Optional[Path] = options.out_option(help="Output folder (default `runs/atlas-MODEL-DATA`)."),
     figure_format: str = options.figure_format_option(),
@@ -66,13 +70,15 @@ def atlas_cli(
 ) -> None:
     from probes.reports.record import check_out_dir
     from probes.runs.atlas import atlas
+    from probes.runs.inputs import extraction_options
 
     out_dir = out or options.default_out(model, treebank, prefix="atlas-")
     check_out_dir(out_dir, "probes atlas", overwrite=overwrite)  # before the model runs
-    result = atlas(model, treebank, corpus=corpus, select_on=select_on, js_sentences=js_sentences,
-                   clusters=clusters, counts=counts, word_level=word_level, grad_sentences=grad_sentences,
-                   example=example, batch_size=batch_size, device=device, on_long=on_long, limit=limit,
-                   progress=progress, record={"options": {"config": str(config) if config else None}})
+    with extraction_options(**options.extraction(dtype, max_batch_tokens, max_attention_mb, device_map)):
+        result = atlas(model, treebank, corpus=corpus, select_on=select_on, js_sentences=js_sentences,
+                       clusters=clusters, counts=counts, word_level=word_level, grad_sentences=grad_sentences,
+                       example=example, batch_size=batch_size, device=device, on_long=on_long, limit=limit,
+                       progress=progress, record={"options": {"config": str(config) if config else None}})
     paths = result.write(out_dir, figure_format=figure_format, overwrite=overwrite)
     typer.echo(result.format(), nl=False)
     typer.echo(f"Report: {paths['atlas.md']} and {paths['atlas.html']}  (all files in {Path(out_dir)})")

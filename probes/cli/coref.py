@@ -71,6 +71,10 @@ def coref(
     batch_size: int = options.batch_size_option(4, help="Windows per forward pass."),
     device: str | None = options.device_option(),
     on_long: str = options.on_long_option(help=_ON_LONG_HELP),
+    dtype: str = options.dtype_option(),
+    max_batch_tokens: int | None = options.max_batch_tokens_option(),
+    max_attention_mb: float = options.max_attention_mb_option(),
+    device_map: str | None = options.device_map_option(),
     revision: str | None = typer.Option(None, "--revision", help="Model revision (hub models)."),
     n_resamples: int = typer.Option(1000, "--n-resamples", min=1, help="Bootstrap resamples for the intervals."),
     figures: bool = options.figures_option(),
@@ -80,12 +84,14 @@ def coref(
 ) -> None:
     """Antecedent-selection accuracy of every head, with nearest / head-match / rule-based baselines."""
     from probes.runs.coreference import coreference
+    from probes.runs.inputs import extraction_options
 
     out_dir = _out_dir(out, "coref", model, treebank, overwrite)
-    run = coreference(model, treebank, select_on=select_on, window=window, stride=stride, candidates=candidates,
-                      direction=direction, antecedents=antecedents, singletons=singletons,
-                      split_antecedents=split_antecedents, batch_size=batch_size, device=device, revision=revision,
-                      on_long=on_long, limit=limit, n_resamples=n_resamples, progress=progress)
+    with extraction_options(**options.extraction(dtype, max_batch_tokens, max_attention_mb, device_map)):
+        run = coreference(model, treebank, select_on=select_on, window=window, stride=stride, candidates=candidates,
+                          direction=direction, antecedents=antecedents, singletons=singletons,
+                          split_antecedents=split_antecedents, batch_size=batch_size, device=device,
+                          revision=revision, on_long=on_long, limit=limit, n_resamples=n_resamples, progress=progress)
     _report(run, out_dir, figures=figures, figure_format=figure_format, overwrite=overwrite)
 
 
@@ -111,6 +117,10 @@ def bridging(
     batch_size: int = options.batch_size_option(4, help="Windows per forward pass."),
     device: str | None = options.device_option(),
     on_long: str = options.on_long_option(help=_ON_LONG_HELP),
+    dtype: str = options.dtype_option(),
+    max_batch_tokens: int | None = options.max_batch_tokens_option(),
+    max_attention_mb: float = options.max_attention_mb_option(),
+    device_map: str | None = options.device_map_option(),
     revision: str | None = typer.Option(None, "--revision", help="Model revision (hub models)."),
     n_resamples: int = typer.Option(1000, "--n-resamples", min=1, help="Bootstrap resamples for the intervals."),
     figures: bool = options.figures_option(),
@@ -120,10 +130,13 @@ def bridging(
 ) -> None:
     """Bridging: argmax accuracy and Pandit & Hou attention-mass ratio of every head, by sentence distance."""
     from probes.runs.coreference import bridging as run_bridging
+    from probes.runs.inputs import extraction_options
 
     out_dir = _out_dir(out, "bridging", model, treebank, overwrite)
-    run = run_bridging(model, treebank, select_on=select_on, window=window, stride=stride, direction=direction,
-                       credit=credit, min_links=min_links, batch_size=batch_size, device=device, revision=revision, on_long=on_long, limit=limit,
-                       n_resamples=n_resamples, progress=progress)
+    with extraction_options(**options.extraction(dtype, max_batch_tokens, max_attention_mb, device_map)):
+        run = run_bridging(model, treebank, select_on=select_on, window=window, stride=stride, direction=direction,
+                           credit=credit, min_links=min_links, batch_size=batch_size, device=device,
+                           revision=revision, on_long=on_long, limit=limit, n_resamples=n_resamples,
+                           progress=progress)
     _report(run, out_dir, figures=figures, figure_format=figure_format,
             overwrite=overwrite)

@@ -23,7 +23,10 @@ def extract_cli(
     store: Path = typer.Option(..., "--store", "-s", help="Store folder to write (an interrupted run resumes)."),
     batch_size: int = options.batch_size_option(),
     device: Optional[str] = options.device_option(),
-    dtype: str = typer.Option("float32", "--dtype", help="Model dtype: float32, float16 or bfloat16."),
+    dtype: str = options.dtype_option(),
+    max_batch_tokens: Optional[int] = options.max_batch_tokens_option(),
+    max_attention_mb: float = options.max_attention_mb_option(),
+    device_map: Optional[str] = options.device_map_option(),
     layers: Optional[str] = options.layers_option(),
     heads: Optional[str] = options.heads_option(),
     from_pool: str = typer.Option("mean", "--from-pool",
@@ -40,6 +43,9 @@ def extract_cli(
     Rows attend from, columns to; a word's column sums its tokens, its row is the mean of its
     tokens' rows (Clark et al. 2019 §4.1). Special tokens are kept and flagged. Layers and
     heads are given 1-based here and recorded 0-based in the store.
+
+    Under ``torchrun`` each rank extracts its block of whole store shards into the same folder and
+    rank 0 writes the manifest and prints: the store is the one a single process writes.
     """
     import itertools
 
@@ -47,16 +53,21 @@ def extract_cli(
     from probes.corpora.registry import resolve_treebank
     from probes.extraction.store import extract_to_store
     from probes.runs.inputs import load_extractor
+    from probes.world import World
 
     keep_layers = options.parse_indices(layers, "--layers")  # before the model loads
     keep_heads = options.parse_indices(heads, "--heads")
     path = resolve_treebank(treebank)
+    world = World.current()  # joined by the CLI under torchrun; a world of one otherwise
     extractor = load_extractor(
-        model, revision=revision, device=device, dtype=dtype, batch_size=batch_size,
+        model, revision=revision, device=device, batch_size=batch_size,
         layers=keep_layers, heads=keep_heads, from_pool=from_pool,
-        max_length=max_length, on_long=on_long, progress=progress)
+        max_length=max_length, on_long=on_long, progress=progress and world.is_main,
+        **options.extraction(dtype, max_batch_tokens, max_attention_mb, device_map))
     sentences = itertools.islice(read_treebank(path), limit)
-    result = extract_to_store(extractor, sentences, store, shard_size=shard_size, source=path)
+    result = extract_to_store(extractor, sentences, store, shard_size=shard_size, source=path, world=world)
+    if not world.is_main:
+        return
     report = result.report
     typer.echo(f"model:      {model} ({extractor.n_layers} layers x {extractor.n_heads} heads; "
                f"kept {len(extractor.layers)} x {len(extractor.heads)})")
@@ -69,4 +80,5 @@ def extract_cli(
         if ids:
             more = f" and {len(ids) - 5} more" if len(ids) > 5 else ""
             typer.echo(f"  {key}: {', '.join(ids[:5])}{more}")
-    typer.echo(f"store:      {result.path} (float16 shards; read with probes.open_store)")
+    typer.echo(f"store:      {result.path} (float16 shards; read with probes.open_store)"
+               + (f"; written by {world.size} ranks" if world.distributed else ""))

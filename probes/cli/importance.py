@@ -70,8 +70,7 @@ def _on_long_option() -> object:
 
 
 def _max_batch_tokens_option() -> object:
-    return typer.Option(4096, "--max-batch-tokens", min=16, metavar="N",
-                        help="Padded tokens per forward pass (bounds memory whatever the sentence lengths).")
+    return options.max_batch_tokens_option(4096)
 
 
 @app.command("importance", help=_IMPORTANCE_HELP)

@@ -19,7 +19,9 @@ __all__ = [
     "model_option", "treebank_option", "select_on_option", "batch_size_option", "device_option", "out_option",
     "progress_option", "figures_option", "config_option", "min_count_option", "poss_rule_option",
     "ON_LONG", "FIGURE_FORMATS", "parse_indices", "layers_option", "heads_option", "limit_option",
-    "on_long_option", "figure_format_option", "overwrite_option", "one_of",
+    "on_long_option", "figure_format_option", "overwrite_option", "one_of", "DTYPES", "MAX_BATCH_TOKENS_HELP",
+    "MAX_ATTENTION_MB", "max_batch_tokens_option", "max_attention_mb_option", "dtype_option", "device_map_option",
+    "parse_device_map", "extraction",
 ]
 
 #: ``.conllu / .conllx / .conll / .spacy / *_conll``, from the one formats table.
@@ -36,6 +38,11 @@ FIGURE_FORMATS = ("png", "svg", "pdf")
 ON_LONG_HELP = ("Inputs longer than the model's maximum: skip, truncate or window (overlapping windows); "
                 "each one is counted and named by id in the summary, the report and run.json.")
 LIMIT_HELP = "Read at most N sentences of each data split (default: all)."
+#: ``--dtype`` values (the extractor's ``DTYPES``; kept here so parsing needs no torch import).
+DTYPES = ("float32", "float16", "bfloat16")
+MAX_BATCH_TOKENS_HELP = "Padded tokens (inputs x longest) per forward pass (bounds memory whatever the lengths)"
+#: The extractor's default ``max_attention_mb`` (``DEFAULT_ATTENTION_MB``; here so parsing needs no torch import).
+MAX_ATTENTION_MB = 2048.0
 
 
 def parse_indices(text: Optional[str], flag: str) -> Optional[list[int]]:
@@ -202,3 +209,63 @@ def heads_option() -> Any:
     return typer.Option(None, "--heads", metavar="1-4",
                         help="Heads to keep, 1-based as in every output: numbers and ranges, e.g. 1-4 "
                              "(default all).")
+
+
+def max_batch_tokens_option(default: Optional[int] = None, *, help: str | None = None,
+                            panel: str | None = None) -> Any:
+    """``--max-batch-tokens N``: padded tokens per forward pass (importance, prune and every extracting command)."""
+    tail = " (default: only --batch-size limits a batch)." if default is None else "."
+    return typer.Option(default, "--max-batch-tokens", min=16, metavar="N", rich_help_panel=panel,
+                        help=help or f"{MAX_BATCH_TOKENS_HELP}; a longer input runs alone{tail}")
+
+
+def max_attention_mb_option(*, panel: str | None = None) -> Any:
+    """``--max-attention-mb MB``: the most attention the extractor and its queue hold at once."""
+    return typer.Option(MAX_ATTENTION_MB, "--max-attention-mb", min=0.0, metavar="MB", rich_help_panel=panel,
+                        help="Most attention held at once, in MB of float32 (half by the extractor: the layer in "
+                             "flight, pooled results, buffered inputs; half by the queue to the analyses). Inputs "
+                             "that do not fit are handled by --on-long and named as over the attention budget; "
+                             "coreference windows shrink to fit. 0: no budget.")
+
+
+def dtype_option(*, panel: str | None = None) -> Any:
+    """``--dtype float32|float16|bfloat16``: the model's dtype (pooling is always float32)."""
+    return typer.Option("float32", "--dtype", metavar="float32|float16|bfloat16", rich_help_panel=panel,
+                        callback=one_of("--dtype", DTYPES),
+                        help="Model dtype: float32, float16 or bfloat16 (attention is pooled in float32).")
+
+
+def device_map_option(*, panel: str | None = None) -> Any:
+    """``--device-map auto``: spread a large model over devices (accelerate)."""
+    return typer.Option(None, "--device-map", metavar="TEXT", rich_help_panel=panel,
+                        help="Spread a model too large for one device over several (needs accelerate: pip install "
+                             "\"probes[gpu]\"): auto, balanced, sequential, or a JSON object of module -> device; "
+                             "leave --device out.")
+
+
+def parse_device_map(text: Optional[str]) -> Any:
+    """``--device-map`` text: a strategy name as it is, or a JSON object (``{"": "cpu"}``) as a dict.
+
+    Raises:
+        ConfigError: text starting with ``{`` that is not a JSON object.
+    """
+    import json
+
+    from probes.errors import ConfigError
+
+    if text is None or not text.strip().startswith("{"):
+        return text
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"--device-map: expected a strategy name or a JSON object, found {text!r} ({exc})") from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"--device-map: expected a JSON object of module -> device, found {text!r}")
+    return value
+
+
+def extraction(dtype: str, max_batch_tokens: Optional[int], max_attention_mb: float,
+               device_map: Optional[str]) -> dict[str, Any]:
+    """The extractor options of a command, for :func:`probes.runs.inputs.extraction_options` (``0`` MB: no budget)."""
+    return {"dtype": dtype, "max_batch_tokens": max_batch_tokens,
+            "max_attention_mb": max_attention_mb or None, "device_map": parse_device_map(device_map)}

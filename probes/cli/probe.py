@@ -16,10 +16,15 @@ from probes.cli.options import (
     DATA_HELP,
     batch_size_option,
     config_option,
+    device_map_option,
     device_option,
+    dtype_option,
+    extraction,
     figure_format_option,
     figures_option,
     limit_option,
+    max_attention_mb_option,
+    max_batch_tokens_option,
     min_count_option,
     model_option,
     on_long_option,
@@ -71,6 +76,10 @@ def probe_cli(
     batch_size: int = batch_size_option(32, help="Sentences per forward pass of the model."),
     device: Optional[str] = device_option(help="cpu, cuda ... for the model and the probes."),
     on_long: str = on_long_option(),
+    dtype: str = dtype_option(),
+    max_batch_tokens: Optional[int] = max_batch_tokens_option(),
+    max_attention_mb: float = max_attention_mb_option(),
+    device_map: Optional[str] = device_map_option(),
     seed: int = typer.Option(0, "--seed", help="First seed of probes, control task and random-init model."),
     seeds: int = typer.Option(3, "--seeds", min=1, help="Seeds (seed, seed+1, ...): each trains every probe again "
                               "(initialisation, training order, control mapping, random-init model); tables give "
@@ -87,15 +96,17 @@ def probe_cli(
     label.{md,csv} (per-head label probes), figures/ and run.json to --out. Layers and heads are 1-based.
     """
     from probes.reports.record import check_out_dir
+    from probes.runs.inputs import extraction_options
     from probes.runs.probing import probe as run_probe
 
     out_dir = out or Path("runs") / ("probe-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(str(model or store_train)).name))
     check_out_dir(out_dir, "probes probe", overwrite=overwrite)  # before any work
-    run = run_probe(model, train, eval_, train_store=store_train, eval_store=store_eval, select_on=select_on,
-                    select_store=store_select, kinds=split_list(probe) or ["all"], vectors=vectors, epochs=epochs,
-                    control=control_task if control else False, random_init=random_init, max_train=max_train,
-                    max_eval=max_eval, limit=limit, min_count=min_count, batch_size=batch_size, device=device,
-                    on_long=on_long, seed=seed, seeds=seeds, progress=progress)
+    with extraction_options(**extraction(dtype, max_batch_tokens, max_attention_mb, device_map)):
+        run = run_probe(model, train, eval_, train_store=store_train, eval_store=store_eval, select_on=select_on,
+                        select_store=store_select, kinds=split_list(probe) or ["all"], vectors=vectors, epochs=epochs,
+                        control=control_task if control else False, random_init=random_init, max_train=max_train,
+                        max_eval=max_eval, limit=limit, min_count=min_count, batch_size=batch_size, device=device,
+                        on_long=on_long, seed=seed, seeds=seeds, progress=progress)
     paths = run.write(out_dir, figures=figures, figure_format=figure_format, overwrite=overwrite)
     typer.echo(run.format(), nl=False)
     typer.echo(run.notes())

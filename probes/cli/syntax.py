@@ -50,6 +50,10 @@ def leaderboard_cli(
     batch_size: int = options.batch_size_option(panel=_MODEL),
     device: Optional[str] = options.device_option(panel=_MODEL),
     on_long: str = options.on_long_option(panel=_MODEL),
+    dtype: str = options.dtype_option(panel=_MODEL),
+    max_batch_tokens: Optional[int] = options.max_batch_tokens_option(panel=_MODEL),
+    max_attention_mb: float = options.max_attention_mb_option(panel=_MODEL),
+    device_map: Optional[str] = options.device_map_option(panel=_MODEL),
     limit: Optional[int] = options.limit_option(),
     store: Optional[Path] = typer.Option(
         None, "--store", "-s", help="Attention store of the data to report on (instead of --model and --treebank).",
@@ -74,6 +78,7 @@ def leaderboard_cli(
     progress: bool = options.progress_option(),
 ) -> None:
     from probes.reports.record import check_out_dir
+    from probes.runs.inputs import extraction_options
     from probes.runs.leaderboard import check_analyses, leaderboard
 
     extra = check_analyses(options.split_list(analyses))  # before the model loads
@@ -81,12 +86,13 @@ def leaderboard_cli(
     _check_sources(model, treebank, select_on, store, select_store)
     if out is not None:  # refuse a folder holding other files now, not after the model ran
         check_out_dir(out, "probes leaderboard", overwrite=overwrite)
-    board = leaderboard(
-        model, treebank, select_on=select_on, store=store, select_store=select_store,
-        relations=options.split_list(relations) or None, min_count=min_count,
-        exclude=[e for e in exclude.split(",") if e], poss_rule=poss_rule, batch_size=batch_size, device=device,
-        on_long=on_long, limit=limit, progress=progress, preload_figures=figures, analyses=extra,
-        record={"command": "probes leaderboard", "options": {"config": str(config) if config else None}})
+    with extraction_options(**options.extraction(dtype, max_batch_tokens, max_attention_mb, device_map)):
+        board = leaderboard(
+            model, treebank, select_on=select_on, store=store, select_store=select_store,
+            relations=options.split_list(relations) or None, min_count=min_count,
+            exclude=[e for e in exclude.split(",") if e], poss_rule=poss_rule, batch_size=batch_size, device=device,
+            on_long=on_long, limit=limit, progress=progress, preload_figures=figures, analyses=extra,
+            record={"command": "probes leaderboard", "options": {"config": str(config) if config else None}})
     out_dir = out or options.default_out(str(board.record.get("model") or store), board.reported_on)
     paths = board.write(out_dir, figures=figures, figure_format=figure_format, overwrite=overwrite)
     t = json.loads(paths["run.json"].read_text(encoding="utf-8"))["timings"]

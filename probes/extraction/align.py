@@ -30,7 +30,7 @@ from probes.errors import AlignmentError, ConfigError
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-__all__ = ["FROM_POOLS", "Alignment", "align_words", "alignment_from_word_ids", "check_tokenizer",
+__all__ = ["FROM_POOLS", "Alignment", "BatchPooler", "align_words", "alignment_from_word_ids", "check_tokenizer",
            "pool_batch", "pool_token_vectors"]
 
 #: How the rows of a word's tokens are combined into the word's row.
@@ -277,6 +277,60 @@ def _pool_columns(x: torch.Tensor, pooling: _Pooling) -> torch.Tensor:
     return pooled[..., :-1]
 
 
+class BatchPooler:
+    """Pools one padded batch's token maps to word maps, one layer at a time, on each layer's own device.
+
+    The indices and weights (:class:`_Pooling`) are built once per batch and device and shared by every
+    layer, so a caller can pool each layer as soon as the model produces it and drop the token map
+    (the extractor's forward hooks do): at most one layer of token attention is then alive.
+
+    Args:
+        alignments: one per batch item.
+        n_tok: padded tokens T of the batch.
+        from_pool: ``mean`` (paper), ``first`` (released code) or ``max`` (renormalised).
+    """
+
+    def __init__(self, alignments: Sequence[Alignment], n_tok: int, from_pool: str = "mean") -> None:
+        if from_pool not in FROM_POOLS:
+            raise ConfigError(f"from_pool must be one of {FROM_POOLS}, found {from_pool!r}")
+        self.alignments = list(alignments)
+        self.n_tok = int(n_tok)
+        self.n_pos = max(al.n_positions for al in self.alignments)
+        self.from_pool = from_pool
+        self._by_device: dict[tuple[str, int], _Pooling] = {}  # (device, heads) -> its pooling
+
+    def _pooling_for(self, n_heads: int, device: torch.device) -> _Pooling:
+        key = (str(device), n_heads)
+        if key not in self._by_device:
+            self._by_device[key] = _pooling(self.alignments, n_heads, self.n_tok, self.n_pos, self.from_pool, device)
+        return self._by_device[key]
+
+    def pool(self, attn: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        """``(B, H, T, T)`` token attention of one layer (any float dtype) -> ``(B, H, n, n)`` float32.
+
+        ``out``: where to write (a ``(B, H, n, n)`` float32 view, e.g. one layer of a batch's result); on
+        another device than ``attn`` (a CPU buffer for a CUDA layer), the layer is pooled on ``attn``'s device
+        and copied (``non_blocking`` when ``out`` is pinned: synchronise before reading it).
+        """
+        import torch
+
+        batch, n_heads, n_tok, _ = attn.shape
+        pooling = self._pooling_for(n_heads, attn.device)
+        direct = out is not None and out.device == attn.device
+        if self.from_pool == "max":
+            result = _pool_max(attn, pooling)
+        else:
+            rows = _pool_rows(attn.reshape(-1, n_tok), pooling, extras=self.from_pool == "mean")  # (B*H*n, T)
+            columns = _pool_columns(rows.view(batch, n_heads, self.n_pos, n_tok), pooling)  # (B, H, n, n)
+            if direct:
+                return torch.mul(columns, pooling.weight, out=out)  # mean: sums / count; padding: 0
+            result = columns * pooling.weight
+        if out is None:
+            return result
+        out.copy_(result, non_blocking=out.is_pinned())
+        return out
+
+
 def pool_batch(
     attention: torch.Tensor | Sequence[torch.Tensor],
     alignments: Sequence[Alignment],
@@ -303,16 +357,11 @@ def pool_batch(
         raise ConfigError(f"from_pool must be one of {FROM_POOLS}, found {from_pool!r}")
     layers = list(attention.unbind(1)) if isinstance(attention, torch.Tensor) else list(attention)
     batch, n_heads, n_tok, _ = layers[0].shape
-    n_pos = max(al.n_positions for al in alignments)
-    pooling = _pooling(alignments, n_heads, n_tok, n_pos, from_pool, layers[0].device)
-    out = torch.empty((batch, len(layers), n_heads, n_pos, n_pos), dtype=torch.float32, device=layers[0].device)
+    pooler = BatchPooler(alignments, n_tok, from_pool)
+    out = torch.empty((batch, len(layers), n_heads, pooler.n_pos, pooler.n_pos), dtype=torch.float32,
+                      device=layers[0].device)
     for k, attn in enumerate(layers):  # one layer at a time: no stacked copy of every map
-        if from_pool == "max":
-            out[:, k] = _pool_max(attn, pooling)
-            continue
-        rows = _pool_rows(attn.reshape(-1, n_tok), pooling, extras=from_pool == "mean")  # (B*H*n, T)
-        columns = _pool_columns(rows.view(batch, n_heads, n_pos, n_tok), pooling)  # (B, H, n, n)
-        torch.mul(columns, pooling.weight, out=out[:, k])  # mean: sums / count; padding: 0
+        pooler.pool(attn, out=out[:, k])
     return out
 
 

@@ -20,11 +20,27 @@ Over-long inputs are never dropped silently (``on_long``):
   attention to its window's special tokens goes to the matching special
   columns, so every row still sums to 1. ``meta["windows"]`` lists the
   ``(start, end)`` word ranges (0-based, end exclusive).
+
+Attention is captured layer by layer: a forward hook on each layer's attention module pools that
+layer's ``(B, H, T, T)`` weights to words as soon as the model computes them (on the layer's own
+device) and lets them go, so at most one layer of token attention is alive at a time. Models whose
+attention modules hand no weights to a hook fall back to ``output_attentions=True`` (every layer at once).
+
+Memory budget (``max_attention_mb``, MB of float32, default :data:`DEFAULT_ATTENTION_MB`): half of it
+bounds what the extractor holds at once (the token attention of the layer in flight, the batch's pooled
+result, the finished results waiting in its buffer, a combined windowed input); the other half bounds the
+pairs a consumer's queue holds (:attr:`max_queue_bytes` of the stream, read by
+:func:`probes.analysis.driver.stream`). An input that cannot be run within the extractor's half is
+handled by ``on_long`` like an over-long input (skipped, truncated or run in windows that fit; a windowed
+input whose combined ``n x n`` result would not fit is skipped) and named in the report's
+``over_budget``. ``max_batch_tokens`` bounds the padded tokens (B x T) of one forward pass; an input
+longer than it runs alone.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import numbers
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -37,15 +53,17 @@ import numpy.typing as npt
 import torch
 from tqdm.auto import tqdm
 
-from probes.extraction.align import FROM_POOLS, Alignment, alignment_from_word_ids, check_tokenizer, pool_batch
+from probes.extraction.align import (FROM_POOLS, Alignment, BatchPooler, alignment_from_word_ids, check_tokenizer,
+                                     pool_batch)
 from probes.extraction.attention import TokenAttention, WordAttention
 from probes.extraction import families
-from probes.extraction.loading import load_pretrained, weights_sha256
+from probes.extraction.loading import device_map_of, load_pretrained, place_model, weights_sha256
 from probes.corpora.types import Sentence
 from probes.errors import ConfigError, ModelOutputError
 from probes.results import Result
 
-__all__ = ["AttentionExtractor", "ExtractionReport", "ON_LONG", "DTYPES", "check_options", "check_device"]
+__all__ = ["AttentionExtractor", "ExtractionReport", "PairStream", "ON_LONG", "DTYPES", "DEFAULT_ATTENTION_MB", "check_options",
+           "check_device"]
 
 log = logging.getLogger("probes")
 
@@ -66,6 +84,13 @@ _BUFFER_BATCHES = 16
 #: x kept heads x n x n, n = words + 2; 128 MB of float32): 512-token document windows are then held
 #: one batch at a time, not 16 batches (4.5 GB for MiniLM), while sentence buffers stay whole.
 _BUFFER_ELEMENTS = 2**25
+#: Default ``max_attention_mb``: 2 GB of float32 attention, half for the extractor (2**28 values), half for the
+#: queue. Today's batches and windows of MiniLM (72 heads) and bert-base (144 heads) fit it unchanged: 4
+#: bert-base windows of 512 tokens in a buffer hold 152M values plus 41M in flight; the longest input it runs
+#: whole is 945 tokens for bert-base, 1,311 for MiniLM (359 for a 7B decoder's 1,024 heads).
+DEFAULT_ATTENTION_MB = 2048.0
+#: Bytes of float32 values.
+_FLOAT = 4
 
 
 @dataclass
@@ -77,6 +102,9 @@ class ExtractionReport(Result):
         n_yielded: inputs yielded (all but the skipped ones).
         skipped, truncated, windowed: ids of the inputs over the maximum length, by what was done.
         max_tokens: the maximum length applied (special tokens included).
+        over_budget: ids (also in ``skipped``, ``truncated`` or ``windowed``) of the inputs handled so because
+            their attention did not fit ``max_attention_mb``, not because of their length.
+        max_attention_mb: the attention budget applied (None: none).
     """
 
     max_tokens: int = 0
@@ -85,6 +113,8 @@ class ExtractionReport(Result):
     skipped: list[str] = field(default_factory=list)
     truncated: list[str] = field(default_factory=list)
     windowed: list[str] = field(default_factory=list)
+    over_budget: list[str] = field(default_factory=list)
+    max_attention_mb: float | None = None
 
     def reset(self) -> None:
         """Forget every count."""
@@ -92,19 +122,24 @@ class ExtractionReport(Result):
         self.skipped.clear()
         self.truncated.clear()
         self.windowed.clear()
+        self.over_budget.clear()
 
     def as_dict(self) -> dict[str, Any]:
         """Counts and ids, for JSON reports."""
         return {"max_tokens": self.max_tokens, "n_items": self.n_items, "n_yielded": self.n_yielded,
                 "n_skipped": len(self.skipped), "n_truncated": len(self.truncated),
                 "n_windowed": len(self.windowed), "skipped": list(self.skipped),
-                "truncated": list(self.truncated), "windowed": list(self.windowed)}
+                "truncated": list(self.truncated), "windowed": list(self.windowed),
+                "max_attention_mb": self.max_attention_mb, "n_over_budget": len(self.over_budget),
+                "over_budget": list(self.over_budget)}
 
     def summary(self) -> str:
         """One human-readable line, e.g. for the end of a CLI run."""
         text = (f"{self.n_items} inputs read, {self.n_yielded} yielded; over {self.max_tokens} tokens: "
                 f"{len(self.skipped)} skipped, {len(self.truncated)} truncated, {len(self.windowed)} windowed")
-        for name, ids in (("skipped", self.skipped), ("truncated", self.truncated), ("windowed", self.windowed)):
+        budget = f"over the attention budget ({self.max_attention_mb:g} MB)" if self.over_budget else ""
+        for name, ids in (("skipped", self.skipped), ("truncated", self.truncated), ("windowed", self.windowed),
+                          (budget, self.over_budget)):
             if ids:
                 shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
                 text += f"\n  {name}: {shown}"
@@ -141,8 +176,60 @@ def _item_id(item: Any, index: int) -> str:
     return f"#{index}"
 
 
+class PairStream(Iterator[tuple[T, WordAttention]]):
+    """A stream of ``(item, WordAttention)`` pairs with ``max_queue_bytes``: what a consumer's queue may hold
+    of it (None: no budget), read by :func:`probes.analysis.driver.stream`. An extractor's streams are
+    PairStreams; code that wraps one in a generator wraps the generator again (:meth:`like`) to keep the bound."""
+
+    def __init__(self, pairs: Iterator[tuple[T, WordAttention]], max_queue_bytes: int | None) -> None:
+        self._pairs = pairs
+        self.max_queue_bytes = max_queue_bytes
+
+    @classmethod
+    def like(cls, pairs: Iterator[tuple[T, WordAttention]], source: Any) -> PairStream[T]:
+        """``pairs`` with the queue bound of ``source`` (a PairStream, or anything else: no bound)."""
+        return cls(pairs, getattr(source, "max_queue_bytes", None))
+
+    def __iter__(self) -> PairStream[T]:
+        return self
+
+    def __next__(self) -> tuple[T, WordAttention]:
+        return next(self._pairs)
+
+    def close(self) -> None:
+        """Stop the extraction (runs its clean-up: the progress bar)."""
+        close = getattr(self._pairs, "close", None)
+        if close is not None:
+            close()
+
+
+def _attention_modules(model: Any, n_layers: int) -> tuple[list[Any], int] | None:
+    """Per layer the module whose output holds the attention weights, and their index in that output.
+
+    Read from what transformers itself records as ``attentions`` (``model._can_record_outputs``: a module
+    class, a class-name suffix or an ``OutputRecorder`` with a layer name and index); None when the model
+    declares none or the modules found are not one per layer (the caller then uses ``output_attentions``).
+    """
+    spec = (getattr(model, "_can_record_outputs", None) or {}).get("attentions")
+    if spec is None or isinstance(spec, (list, tuple)):
+        return None
+    target = spec if isinstance(spec, type) else getattr(spec, "target_class", None)
+    suffix = spec if isinstance(spec, str) else getattr(spec, "class_name", None)
+    layer_name = None if isinstance(spec, (type, str)) else getattr(spec, "layer_name", None)
+    index = 1 if isinstance(spec, (type, str)) else int(getattr(spec, "index", 1))
+    found = []
+    for name, module in model.named_modules():
+        if not ((target is not None and isinstance(module, target)) or (suffix and name.endswith(suffix))):
+            continue
+        if layer_name and f".{layer_name.strip('.')}." not in f"{name}.":
+            continue
+        found.append(module)
+    return (found, index) if len(found) == n_layers else None
+
+
 #: The constructor options :func:`check_options` checks.
-_CHECKED = ("device", "dtype", "batch_size", "from_pool", "max_length", "on_long")
+_CHECKED = ("device", "dtype", "batch_size", "from_pool", "max_length", "on_long", "max_batch_tokens",
+            "max_attention_mb")
 
 
 def check_device(device: str | torch.device | None) -> torch.device:
@@ -172,7 +259,9 @@ def check_device(device: str | torch.device | None) -> torch.device:
 
 
 def check_options(*, device: str | torch.device | None = None, dtype: str = "float32", batch_size: int = 32,
-                  from_pool: str = "mean", max_length: int | None = None, on_long: str = "skip") -> torch.device:
+                  from_pool: str = "mean", max_length: int | None = None, on_long: str = "skip",
+                  max_batch_tokens: int | None = None,
+                  max_attention_mb: float | None = DEFAULT_ATTENTION_MB) -> torch.device:
     """Check an extractor's options without loading anything; returns the device to use.
 
     :meth:`AttentionExtractor.from_pretrained` calls it before the model loads, so a bad option
@@ -193,6 +282,15 @@ def check_options(*, device: str | torch.device | None = None, dtype: str = "flo
                                    or max_length < 2):
         raise ConfigError(f"max_length must be a whole number >= 2 (tokens, specials included), found "
                           f"{max_length!r}")
+    if max_batch_tokens is not None and (isinstance(max_batch_tokens, bool) or
+                                         not isinstance(max_batch_tokens, numbers.Integral) or max_batch_tokens < 1):
+        raise ConfigError(f"max_batch_tokens must be a whole number >= 1 (--max-batch-tokens), found "
+                          f"{max_batch_tokens!r}")
+    if max_attention_mb is not None and (isinstance(max_attention_mb, bool) or
+                                         not isinstance(max_attention_mb, numbers.Real) or
+                                         not math.isfinite(max_attention_mb) or max_attention_mb <= 0):
+        raise ConfigError(f"max_attention_mb must be a number of MB > 0 (--max-attention-mb), found "
+                          f"{max_attention_mb!r}")
     return check_device(device)
 
 
@@ -214,6 +312,10 @@ class AttentionExtractor:
         keep_tokens: also hand on each whole input's token-level maps (``WordAttention.tokens``,
             a :class:`~probes.extraction.attention.TokenAttention`) for token-level measures;
             windowed and truncated inputs get none.
+        max_batch_tokens: most padded tokens (inputs x longest) per forward pass (default: no limit beyond
+            ``batch_size``); an input longer than it runs alone.
+        max_attention_mb: most attention held at once, in MB of float32 (see the module's notes; None: no
+            budget). Inputs that do not fit are handled by ``on_long`` and named in ``report.over_budget``.
     """
 
     def __init__(
@@ -231,9 +333,12 @@ class AttentionExtractor:
         on_long: str = "skip",
         progress: bool = True,
         keep_tokens: bool = False,
+        max_batch_tokens: int | None = None,
+        max_attention_mb: float | None = DEFAULT_ATTENTION_MB,
     ) -> None:
         self.device = check_options(device=device, dtype=dtype, batch_size=batch_size, from_pool=from_pool,
-                                    max_length=max_length, on_long=on_long)
+                                    max_length=max_length, on_long=on_long, max_batch_tokens=max_batch_tokens,
+                                    max_attention_mb=max_attention_mb)
         check_tokenizer(tokenizer)
         self.model = model
         self.tokenizer = tokenizer
@@ -243,12 +348,15 @@ class AttentionExtractor:
         self.on_long = on_long
         self.progress = progress
         self.keep_tokens = bool(keep_tokens)
+        self.max_batch_tokens: int | None = None if max_batch_tokens is None else int(max_batch_tokens)
+        self.max_attention_mb: float | None = None if max_attention_mb is None else float(max_attention_mb)
+        self._sites: tuple[list[Any], int] | bool | None = None  # attention modules and output index; False: none
         self.name_or_path: str = str(getattr(model, "name_or_path", "") or getattr(model.config, "_name_or_path", ""))
         self.revision: str | None = getattr(model.config, "_commit_hash", None)
         self._weights_hash: str | None = None
         self._force_eager()
         model.eval()
-        model.to(device=self.device, dtype=DTYPES[dtype])
+        self.device = place_model(model, self.device, DTYPES[dtype])  # a device-mapped model stays put
         self.n_layers: int = families.n_layers(model)
         self.n_heads: int = families.n_heads(model)
         self.layers: tuple[int, ...] = self._check_index("layers", layers, self.n_layers)
@@ -263,24 +371,35 @@ class AttentionExtractor:
         if self.max_tokens <= n_special:
             raise ConfigError(f"max_length must leave room for words after the {n_special} special tokens, "
                               f"found {self.max_tokens}")
-        self.report = ExtractionReport(max_tokens=self.max_tokens)
+        self.report = ExtractionReport(max_tokens=self.max_tokens, max_attention_mb=self.max_attention_mb)
         self._layer_index = torch.tensor(self.layers, device=self.device)
         self._head_index = torch.tensor(self.heads, device=self.device)
 
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_pretrained(cls, name_or_path: str | Path, *, revision: str | None = None,
-                        **options: Any) -> AttentionExtractor:
+                        device_map: str | dict[str, Any] | None = None, **options: Any) -> AttentionExtractor:
         """Load model and tokenizer from a hub name, a local folder or ``package:NAME``.
 
         Loading is :func:`probes.extraction.loading.load_pretrained`: eager attention, and
         ``add_prefix_space=True`` for byte-level BPE tokenizers (RoBERTa, GPT-2 ...) so pre-split
         words are tokenized as in running text.
+
+        ``device_map`` (``"auto"``, ``"balanced"``, a dict of module name -> device; needs accelerate:
+        ``pip install "probes[gpu]"``) spreads a model too large for one GPU over several (or the CPU, or
+        ``"disk"``); it is placed once, at loading, and never moved: inputs go to the device of its input
+        embeddings, and ``device`` must then be left out.
+
+        Raises:
+            ConfigError: a bad option, ``device`` given with ``device_map``, or accelerate missing.
         """
         check_options(**{k: v for k, v in options.items() if k in _CHECKED})  # before the model loads
+        if device_map is not None and options.get("device") is not None:
+            raise ConfigError(f"give device or device_map, not both (found device {options['device']!r} and "
+                              f"device_map {device_map!r}): a device map places the model itself")
         model, tokenizer, name = load_pretrained(
             name_or_path, revision=revision, dtype=DTYPES.get(options.get("dtype", "float32"), torch.float32),
-            progress=options.get("progress", True))
+            progress=options.get("progress", True), device_map=device_map)
         extractor = cls(model, tokenizer, **options)
         extractor.name_or_path = name
         extractor.revision = revision or getattr(model.config, "_commit_hash", None)
@@ -336,11 +455,15 @@ class AttentionExtractor:
             "heads": list(self.heads),
             "dtype": self.dtype,
             "device": str(self.device),
+            "device_map": device_map_of(self.model),  # Helper C (issue 15): where a device map put the modules
             "attn_implementation": "eager",
             "from_pool": self.from_pool,
             "to_pool": "sum",
             "max_tokens": self.max_tokens,
             "on_long": self.on_long,
+            "max_batch_tokens": self.max_batch_tokens,
+            "max_attention_mb": self.max_attention_mb,
+            "budget_tokens": self.budget_tokens(),
             "indexing": "layers and heads are 0-based here; outputs for people name heads 1-based (layer-head)",
             "probes_version": __version__,
             "transformers_version": transformers.__version__,
@@ -350,6 +473,35 @@ class AttentionExtractor:
     def count_tokens(self, words: Sequence[str]) -> int:
         """Number of tokens of ``words`` as the model sees them, special tokens included."""
         return len(self.tokenizer(list(words), is_split_into_words=True)["input_ids"])
+
+    # ------------------------------------------------------------------ memory budget
+    def _share(self) -> float:
+        """The extractor's half of ``max_attention_mb``, in float32 values (inf without a budget)."""
+        return math.inf if self.max_attention_mb is None else self.max_attention_mb * 2**20 / _FLOAT / 2
+
+    def max_queue_bytes(self) -> int | None:
+        """The other half of the budget, in bytes: what a consumer's queue may hold of this extractor's pairs."""
+        return None if self.max_attention_mb is None else int(self.max_attention_mb * 2**20 / 2)
+
+    def _held(self, n_tok: int, n_pos: int) -> int:
+        """Values one finished input holds: its word maps ``(L', H', n, n)`` (and token maps when kept)."""
+        return len(self.layers) * len(self.heads) * (n_pos * n_pos + (n_tok * n_tok if self.keep_tokens else 0))
+
+    def _in_flight(self, batch: int, n_tok: int, n_pos: int) -> int:
+        """Values of one forward pass beyond its results: the layer of token attention ``(B, H, T, T)`` being
+        pooled and the batch's pooled result ``(B, L', H', n, n)``."""
+        return batch * (self.n_heads * n_tok * n_tok + len(self.layers) * len(self.heads) * n_pos * n_pos)
+
+    def _fits(self, n_tok: int, n_pos: int) -> bool:
+        """Whether one input run alone stays within the extractor's share of the budget."""
+        return self._held(n_tok, n_pos) + self._in_flight(1, n_tok, n_pos) <= self._share()
+
+    def budget_tokens(self) -> int:
+        """The longest input (tokens, specials included) this extractor runs whole: at most ``max_tokens``,
+        and such that its attention fits the budget whatever its words (``n <= T`` positions)."""
+        per_token2 = self.n_heads + len(self.layers) * len(self.heads) * (2 + self.keep_tokens)
+        share = self._share()
+        return self.max_tokens if math.isinf(share) else min(self.max_tokens, math.isqrt(int(share // per_token2)))
 
     # ------------------------------------------------------------------ streaming
     def iter_attention(self, sentences: Iterable[Sentence], *, desc: str = "attention",
@@ -369,12 +521,19 @@ class AttentionExtractor:
         Items are read through a bounded buffer (``_BUFFER_BATCHES x batch_size`` items and, past one
         batch, at most about ``_BUFFER_ELEMENTS`` word-level attention values), sorted by token length into batches
         inside it, and yielded in input order, so memory does not grow with the corpus nor with the
-        length of the items.
+        length of the items; under a budget the buffer is run in consecutive groups that fit it.
 
         The progress bar (``progress=True``) is labelled ``desc`` and counts ``unit``s out of ``total``
         (default: ``len(items)``), so it shows an ETA from the start; ``advance(item)`` is how many units
         an item completes (default 1; e.g. 1 for the last window of a document, 0 for the others).
+
+        The iterator returned has ``max_queue_bytes`` (:meth:`max_queue_bytes`), which bounds the queue of
+        :func:`probes.analysis.driver.stream`.
         """
+        return PairStream(self._iter_words(items, words, desc, total, unit, advance), self.max_queue_bytes())
+
+    def _iter_words(self, items: Iterable[T], words: Callable[[T], Sequence[str]], desc: str, total: int | None,
+                    unit: str, advance: Callable[[T], int] | None) -> Iterator[tuple[T, WordAttention]]:
         _quiet_length_warning(self.tokenizer)  # over-long inputs are reported by ``self.report``, not transformers
         if total is None and hasattr(items, "__len__"):
             total = len(items)  # type: ignore[arg-type]
@@ -401,19 +560,48 @@ class AttentionExtractor:
                     bar: Any) -> Iterator[tuple[T, WordAttention]]:
         word_lists = [list(words(item)) for item in buffer]
         jobs_of = self._plan(buffer, word_lists)
-        jobs = [job for item_jobs in jobs_of for job in item_jobs]
-        self._run_jobs(jobs)
-        del jobs  # each result is released once its item is yielded
-        for index, item in enumerate(buffer):
-            item_jobs = jobs_of[index]
-            if item_jobs:
-                self.report.n_yielded += 1
-                pair = item, self._assemble(item_jobs, len(word_lists[index]))
-                jobs_of[index] = []  # the consumer holds the result from here on: do not keep it
-                del item_jobs
-                yield pair
-                del pair
-            bar.update(1 if bar.probes_advance is None else bar.probes_advance(item))
+        for group, held in self._groups(jobs_of):
+            jobs = [job for index in group for job in jobs_of[index]]
+            self._run_jobs(jobs, self._share() - held)
+            del jobs  # each result is released once its item is yielded
+            for index in group:
+                item, item_jobs = buffer[index], jobs_of[index]
+                if item_jobs:
+                    self.report.n_yielded += 1
+                    pair = item, self._assemble(item_jobs, len(word_lists[index]))
+                    jobs_of[index] = []  # the consumer holds the result from here on: do not keep it
+                    del item_jobs
+                    yield pair
+                    del pair
+                bar.update(1 if bar.probes_advance is None else bar.probes_advance(item))
+
+    def _groups(self, jobs_of: list[list[_Job]]) -> Iterator[tuple[range, int]]:
+        """Consecutive items of a buffer to run together, with the values their results hold.
+
+        A group's results, plus the larger of its biggest single forward pass and its biggest combined
+        windowed input, stay within the extractor's share (a group has at least one item; :meth:`_plan`
+        has made every item fit alone). Without a budget: the whole buffer.
+        """
+        share, start, held, peak = self._share(), 0, 0, 0
+        for index, item_jobs in enumerate(jobs_of):
+            own = sum(self._held(j.alignment.n_tokens, j.alignment.n_positions) for j in item_jobs)
+            top = self._peak(item_jobs)
+            if index > start and held + own + max(peak, top) > share:
+                yield range(start, index), held
+                start, held, peak = index, 0, 0
+            held, peak = held + own, max(peak, top)
+        yield range(start, len(jobs_of)), held
+
+    def _peak(self, jobs: list[_Job]) -> int:
+        """Values beyond the finished results while ``jobs`` (one item's) run: the largest forward pass, or
+        the combined ``(L', H', n, n)`` of a windowed item, whichever is larger."""
+        if not jobs:
+            return 0
+        top = max(self._in_flight(1, j.alignment.n_tokens, j.alignment.n_positions) for j in jobs)
+        if len(jobs) > 1:
+            n = jobs[0].alignment.n_special_tokens + max(j.start + j.alignment.n_words for j in jobs)
+            top = max(top, len(self.layers) * len(self.heads) * n * n)
+        return top
 
     def _align(self, word_lists: list[list[str]], items: list[Any], offset: int = 0) -> list[Alignment]:
         enc = self.tokenizer(word_lists, is_split_into_words=True, add_special_tokens=True)
@@ -425,31 +613,42 @@ class AttentionExtractor:
         return out
 
     def _plan(self, buffer: list[Any], word_lists: list[list[str]]) -> list[list[_Job]]:
-        """Align every item and decide, for the over-long ones, what to run."""
+        """Align every item and decide, for the over-long and over-budget ones, what to run."""
         alignments = self._align(word_lists, buffer, self.report.n_items)
         plans: list[list[_Job]] = []
         for index, (item, wl, al) in enumerate(zip(buffer, word_lists, alignments)):
             item_id = _item_id(item, self.report.n_items + index)
-            if al.n_tokens <= self.max_tokens:
+            long = al.n_tokens > self.max_tokens
+            if not long and self._fits(al.n_tokens, al.n_positions):
                 plans.append([_Job(index, al)])
                 continue
-            budget = self.max_tokens - al.n_special_tokens
-            if self.on_long == "skip" or al.word_tokens.max(initial=0) > budget:
-                self.report.skipped.append(item_id)
-                plans.append([])
-                continue
-            ends = np.cumsum(al.word_tokens)  # tokens up to and including word i
-            if self.on_long == "truncate":
-                keep = int(np.searchsorted(ends, budget, side="right"))
-                self.report.truncated.append(item_id)
-                plans.append([_Job(index, self._align([wl[:keep]], [item])[0])])
-                continue
-            spans = self._windows(al.word_tokens, budget)
-            self.report.windowed.append(item_id)
-            sub = self._align([wl[s:e] for s, e in spans], [item] * len(spans))
-            plans.append([_Job(index, a, start=s) for a, (s, _) in zip(sub, spans)])
+            if not long:
+                self.report.over_budget.append(item_id)
+            plans.append(self._plan_long(index, item, item_id, wl, al))
         self.report.n_items += len(buffer)
         return plans
+
+    def _plan_long(self, index: int, item: Any, item_id: str, wl: list[str], al: Alignment) -> list[_Job]:
+        """The jobs of an input over ``max_tokens`` or the budget, by ``on_long`` (its id goes to the report)."""
+        budget = self.budget_tokens() - al.n_special_tokens  # tokens of words per job
+        if self.on_long == "skip" or al.word_tokens.max(initial=0) > budget:
+            self.report.skipped.append(item_id)
+            return []
+        if self.on_long == "truncate":
+            keep = int(np.searchsorted(np.cumsum(al.word_tokens), budget, side="right"))
+            self.report.truncated.append(item_id)
+            return [_Job(index, self._align([wl[:keep]], [item])[0])]
+        spans = self._windows(al.word_tokens, budget)
+        sub = self._align([wl[s:e] for s, e in spans], [item] * len(spans))
+        jobs = [_Job(index, a, start=s) for a, (s, _) in zip(sub, spans)]
+        held = sum(self._held(j.alignment.n_tokens, j.alignment.n_positions) for j in jobs)
+        if held + self._peak(jobs) > self._share():  # the combined n x n does not fit
+            if item_id not in self.report.over_budget:
+                self.report.over_budget.append(item_id)
+            self.report.skipped.append(item_id)
+            return []
+        self.report.windowed.append(item_id)
+        return jobs
 
     @staticmethod
     def _windows(word_tokens: npt.NDArray[np.intp], budget: int) -> list[tuple[int, int]]:
@@ -463,25 +662,32 @@ class AttentionExtractor:
                 return spans
             start = max(start + 1, start + (end - start) // 2)
 
-    def _batches(self, jobs: list[_Job]) -> Iterator[list[_Job]]:
+    def _batches(self, jobs: list[_Job], room: float = math.inf) -> Iterator[list[_Job]]:
         """Length-sorted batches that waste little compute on padding.
 
         The buffer's jobs are sorted by token length and cut into contiguous batches by dynamic
         programming: each batch costs its padded size (items x longest) plus a fixed overhead of
         ``_BATCH_OVERHEAD_TOKENS`` (the per-forward cost, in token slots), at most ``batch_size``
-        items and at most ``_BATCH_ELEMENTS`` attention values. Fixed-size batches over a sorted
-        buffer of 256 sentences spend ~28% more than a globally sorted corpus on EWT; this spends ~4%.
+        items, at most ``_BATCH_ELEMENTS`` attention values (all layers), at most ``max_batch_tokens``
+        padded tokens and at most ``room`` values in flight (:meth:`_in_flight`; a job alone always
+        runs). Fixed-size batches over a sorted buffer of 256 sentences spend ~28% more than a globally
+        sorted corpus on EWT; this spends ~4%.
         """
         order = sorted(jobs, key=lambda j: j.alignment.n_tokens)
         lengths = [job.alignment.n_tokens for job in order]
+        positions = [job.alignment.n_positions for job in order]
         per_token2 = self.n_layers * self.n_heads
+        most_tokens = math.inf if self.max_batch_tokens is None else self.max_batch_tokens
         n = len(order)
         best = [0.0] + [float("inf")] * n  # best[j]: cheapest cut of the first j jobs
         cut = [0] * (n + 1)
         for j in range(1, n + 1):
-            longest = lengths[j - 1]
+            longest, widest = lengths[j - 1], 0
             for i in range(j - 1, max(0, j - self.batch_size) - 1, -1):
-                if i < j - 1 and (j - i) * per_token2 * longest * longest > _BATCH_ELEMENTS:
+                widest = max(widest, positions[i])
+                if i < j - 1 and ((j - i) * per_token2 * longest * longest > _BATCH_ELEMENTS
+                                  or (j - i) * longest > most_tokens
+                                  or self._in_flight(j - i, longest, widest) > room):
                     break
                 cost = best[i] + (j - i) * longest + _BATCH_OVERHEAD_TOKENS
                 if cost < best[j]:
@@ -493,20 +699,38 @@ class AttentionExtractor:
         for i, j in reversed(bounds):
             yield order[i:j]
 
-    def _run_jobs(self, jobs: list[_Job]) -> None:
-        for batch in self._batches(jobs):
+    def _run_jobs(self, jobs: list[_Job], room: float = math.inf) -> None:
+        """Run ``jobs`` in batches with at most ``room`` values in flight; each job gets its result."""
+        for batch in self._batches(jobs, room):
             pooled, token_maps = self._forward([job.alignment for job in batch])  # (B, L', H', n, n)
             for job, weights, maps in zip(batch, pooled, token_maps):
                 n = job.alignment.n_positions
                 job.result = np.ascontiguousarray(weights[:, :, :n, :n])
                 job.tokens = maps
 
+    # ------------------------------------------------------------------ forward passes
     def _forward(self, alignments: list[Alignment]
                  ) -> tuple[npt.NDArray[np.float32], list[npt.NDArray[np.float32] | None]]:
         """Run one right-padded batch and pool it to word level: ``(B, L', H', n_max, n_max)``.
 
         Also the token maps ``(L', H', T_b, T_b)`` of each input when ``keep_tokens`` (else Nones).
+        Layer by layer through forward hooks when the model's attention modules allow it, else with
+        ``output_attentions=True`` (said once in a debug log).
         """
+        ids, mask = self._inputs(alignments)
+        sites = self._attention_sites()
+        if sites is not None:
+            got = self._forward_hooked(ids, mask, alignments, *sites)
+            if got is not None:
+                return got
+            log.debug("%s: its attention modules hand no weights to a forward hook; using output_attentions=True "
+                      "(every layer's token attention at once)", type(self.model).__name__)
+            self._sites = False
+        return self._forward_all_layers(ids, mask, alignments)
+
+    def _inputs(self, alignments: list[Alignment]) -> tuple[torch.Tensor, torch.Tensor]:
+        """``input_ids`` and ``attention_mask`` ``(B, T)`` of a right-padded batch, on the model's input device
+        (through pinned memory, without blocking, to a CUDA device)."""
         n_tok = max(al.n_tokens for al in alignments)
         pad_id = self.tokenizer.pad_token_id
         pad_id = 0 if pad_id is None else pad_id
@@ -515,12 +739,70 @@ class AttentionExtractor:
         for b, al in enumerate(alignments):
             ids[b, : al.n_tokens] = al.input_ids
             mask[b, : al.n_tokens] = 1
-        kwargs: dict[str, Any] = {"output_attentions": True, "return_dict": True}
+        pin = self.device.type == "cuda"
+
+        def move(array: npt.NDArray[np.int64]) -> torch.Tensor:
+            tensor = torch.from_numpy(array)
+            return (tensor.pin_memory() if pin else tensor).to(self.device, non_blocking=pin)
+
+        return move(ids), move(mask)
+
+    def _model_kwargs(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"return_dict": True}
         if self._is_decoder:
             kwargs["use_cache"] = False
+        return kwargs
+
+    def _attention_sites(self) -> tuple[list[Any], int] | None:
+        """Per layer the attention module, and where its output holds the weights; None when unknown."""
+        if self._sites is None:
+            self._sites = _attention_modules(self.model, self.n_layers) or False
+        return self._sites or None  # type: ignore[return-value]
+
+    def _forward_hooked(self, ids: torch.Tensor, mask: torch.Tensor, alignments: list[Alignment],
+                        modules: list[Any], index: int
+                        ) -> tuple[npt.NDArray[np.float32], list[npt.NDArray[np.float32] | None]] | None:
+        """One batch, each kept layer pooled by a hook as the model computes it; None when a hook got no weights."""
+        batch, n_tok = ids.shape
+        pooler = BatchPooler(alignments, n_tok, self.from_pool)
+        cuda = self.device.type == "cuda" or bool(getattr(self.model, "hf_device_map", None)) and \
+            torch.cuda.is_available()
+        out = torch.empty((batch, len(self.layers), len(self.heads), pooler.n_pos, pooler.n_pos),
+                          dtype=torch.float32, pin_memory=cuda)  # (B, L', H', n, n) on the CPU
+        tokens: list[npt.NDArray[np.float32] | None] = [None] * len(self.layers)  # L' x (B, H', T, T)
+        captured: set[int] = set()
+
+        def hook_for(k: int) -> Callable[..., None]:
+            def hook(module: Any, args: Any, output: Any) -> None:
+                weights = output[index] if isinstance(output, (tuple, list)) and len(output) > index else None
+                if not isinstance(weights, torch.Tensor) or tuple(weights.shape) != (batch, self.n_heads, n_tok, n_tok):
+                    return
+                if len(self.heads) != self.n_heads:
+                    weights = weights.index_select(1, self._head_index.to(weights.device))  # (B, H', T, T)
+                pooler.pool(weights, out=out[:, k])  # on the layer's device, then to the CPU
+                if self.keep_tokens:
+                    tokens[k] = weights.float().cpu().numpy()
+                captured.add(k)
+            return hook
+
+        handles = [modules[layer].register_forward_hook(hook_for(k)) for k, layer in enumerate(self.layers)]
+        try:
+            with torch.inference_mode():
+                self.model(input_ids=ids, attention_mask=mask, **self._model_kwargs())
+        finally:
+            for handle in handles:
+                handle.remove()
+        if len(captured) != len(self.layers):
+            return None
+        if cuda:
+            torch.cuda.synchronize()  # the non-blocking copies into ``out`` are done
+        return out.numpy(), self._token_maps(tokens, alignments)
+
+    def _forward_all_layers(self, ids: torch.Tensor, mask: torch.Tensor, alignments: list[Alignment]
+                            ) -> tuple[npt.NDArray[np.float32], list[npt.NDArray[np.float32] | None]]:
+        """One batch with ``output_attentions=True``: every layer's token attention at once (the fallback)."""
         with torch.inference_mode():
-            out = self.model(input_ids=torch.from_numpy(ids).to(self.device),
-                             attention_mask=torch.from_numpy(mask).to(self.device), **kwargs)
+            out = self.model(input_ids=ids, attention_mask=mask, output_attentions=True, **self._model_kwargs())
             maps = getattr(out, "attentions", None)
             if maps is None or len(maps) != self.n_layers or any(m is None for m in maps):
                 found = "None" if maps is None else f"{len(maps)} layers"
@@ -530,13 +812,21 @@ class AttentionExtractor:
                     "flash attention kernels never return weights)")
             selected = [maps[layer] for layer in self.layers]  # L' x (B, H, T, T)
             if len(self.heads) != self.n_heads:
-                selected = [attn.index_select(1, self._head_index) for attn in selected]  # L' x (B, H', T, T)
+                selected = [attn.index_select(1, self._head_index.to(attn.device)) for attn in selected]
             pooled = pool_batch(selected, alignments, self.from_pool).cpu().numpy()  # (B, L', H', n, n)
             if not self.keep_tokens:
                 return pooled, [None] * len(alignments)
-            layers = [attn.float().cpu().numpy() for attn in selected]  # L' x (B, H', T, T), views on the CPU
-            return pooled, [np.stack([maps[b, :, : al.n_tokens, : al.n_tokens] for maps in layers])  # (L', H', T_b, T_b)
-                            for b, al in enumerate(alignments)]
+            layers = [attn.float().cpu().numpy() for attn in selected]  # L' x (B, H', T, T), on the CPU
+            return pooled, self._token_maps(layers, alignments)
+
+    def _token_maps(self, layers: Sequence[npt.NDArray[np.float32] | None], alignments: list[Alignment]
+                    ) -> list[npt.NDArray[np.float32] | None]:
+        """Each input's token maps ``(L', H', T_b, T_b)`` from the batch's ``L' x (B, H', T, T)`` (Nones if not
+        kept)."""
+        if not self.keep_tokens:
+            return [None] * len(alignments)
+        return [np.stack([maps[b, :, : al.n_tokens, : al.n_tokens] for maps in layers])  # type: ignore[index]
+                for b, al in enumerate(alignments)]
 
     def _assemble(self, jobs: list[_Job], n_words: int) -> WordAttention:
         """One item's WordAttention from its job (or from its windows, by the module's rule)."""

@@ -9,11 +9,17 @@ local folder (with a ``config.json``) or a hub name.
 Models are loaded with ``attn_implementation="eager"``, the only implementation that returns
 attention weights; byte-level BPE tokenizers (RoBERTa, GPT-2 ...) with ``add_prefix_space=True``
 so pre-split words are tokenized as in running text. Torch and transformers are imported on use.
+
+Models larger than one GPU are loaded with a ``device_map`` (``"auto"``, ``"balanced"``, a dict of
+module names to devices; needs accelerate: ``pip install "probes[gpu]"``): the model stays where the
+map put it (:func:`place_model` never moves it) and its inputs go to the device of its input embeddings.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import json
 import os
 import socket
 import threading
@@ -27,10 +33,16 @@ from probes.errors import ConfigError
 from probes.extraction.families import is_byte_level
 from probes.extraction.random_init import is_random_init, parse_random_init, random_init_folder
 
-__all__ = ["PACKAGE_PREFIX", "resolve_model", "load_pretrained", "weights_sha256"]
+__all__ = ["PACKAGE_PREFIX", "DEVICE_MAPS", "check_device_map", "device_map_of", "input_device", "load_pretrained",
+           "place_model", "resolve_model", "weights_sha256"]
 
 #: Prefix of model names that live inside an installed Python package.
 PACKAGE_PREFIX = "package:"
+
+#: The named device maps accelerate computes itself (any other map is a dict of module name -> device).
+DEVICE_MAPS: tuple[str, ...] = ("auto", "balanced", "balanced_low_0", "sequential")
+#: What to install for device maps.
+_GPU_EXTRA = 'pip install "probes[gpu]" (or pip install accelerate)'
 
 #: Weight files hashed by :func:`weights_sha256`.
 _WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt")
@@ -80,8 +92,83 @@ def _check_folder(name: str) -> None:
                           f"{'a folder without config.json' if path.is_dir() else 'nothing'}")
 
 
+def check_device_map(device_map: str | dict[str, Any] | None) -> str | dict[str, Any] | None:
+    """``device_map`` checked (``"auto"``, ``"balanced"``, ``"balanced_low_0"``, ``"sequential"``, a dict of module
+    name -> device, or that dict as JSON text, as ``--device-map`` gives it); None stays None.
+
+    Raises:
+        ConfigError: not one of those, or accelerate (which places the modules) is not installed.
+    """
+    if device_map is None:
+        return None
+    if isinstance(device_map, str) and device_map.strip().startswith("{"):
+        try:
+            device_map = json.loads(device_map)
+        except json.JSONDecodeError as err:
+            raise ConfigError(f"device_map: expected JSON like {{\"\": \"cuda:1\"}}, found {device_map!r} "
+                              f"({err.msg})") from None
+    if isinstance(device_map, str):
+        if device_map not in DEVICE_MAPS:
+            raise ConfigError(f"device_map: expected one of {', '.join(DEVICE_MAPS)} or a JSON object of module "
+                              f"name -> device, found {device_map!r}")
+    elif not isinstance(device_map, dict) or not device_map or not all(
+            isinstance(k, str) and isinstance(v, (str, int)) and not isinstance(v, bool)
+            for k, v in device_map.items()):
+        raise ConfigError(f"device_map: expected a non-empty dict of module name -> device (\"cpu\", \"cuda:0\", "
+                          f"0, \"disk\" ...), found {device_map!r}")
+    if importlib.util.find_spec("accelerate") is None:
+        raise ConfigError(f"device_map {device_map!r} needs accelerate, which is not installed: {_GPU_EXTRA}")
+    return device_map
+
+
+def device_map_of(model: Any) -> dict[str, Any] | str | None:
+    """Where a model loaded with a device map put its modules (JSON-able), else None (a model placed by ``.to``)."""
+    placed = getattr(model, "hf_device_map", None) or getattr(model, "probes_device_map", None)
+    if placed is None:
+        return None
+    if isinstance(placed, str):
+        return placed
+    return {str(k): v if isinstance(v, (int, str)) else str(v) for k, v in placed.items()}
+
+
+def input_device(model: Any) -> Any:
+    """The device a model's inputs go to: its input embeddings' (their hook's execution device when offloaded)."""
+    import torch
+
+    embeddings = model.get_input_embeddings()
+    hook = getattr(embeddings, "_hf_hook", None)
+    execution = getattr(hook, "execution_device", None)
+    if execution is not None:
+        return torch.device(execution if not isinstance(execution, int) else f"cuda:{execution}")
+    weight = embeddings.weight
+    if weight.device.type == "meta":  # offloaded without an execution device: accelerate runs it on the CPU
+        return torch.device("cpu")
+    return weight.device
+
+
+def place_model(model: Any, device: Any, dtype: Any) -> Any:
+    """Put ``model`` on ``device`` in ``dtype`` and return the device its inputs go to.
+
+    A model loaded with a device map (``hf_device_map``, or the map :func:`load_pretrained` records) is not
+    moved: its inputs go to :func:`input_device`.
+
+    Raises:
+        ConfigError: a model placed by a device map is in another dtype than ``dtype``.
+    """
+    if device_map_of(model) is None:
+        model.to(device=device, dtype=dtype)
+        return device
+    found = getattr(model, "dtype", dtype)
+    if found != dtype:
+        raise ConfigError(f"the model was placed by a device map in {str(found).replace('torch.', '')}; it is not "
+                          f"moved or cast, so expected dtype {str(found).replace('torch.', '')}, found "
+                          f"{str(dtype).replace('torch.', '')}")
+    return input_device(model)
+
+
 def load_pretrained(name_or_path: str | Path, *, revision: str | None = None, dtype: Any = None,
-                    progress: bool = True) -> tuple[Any, Any, str]:
+                    progress: bool = True, device_map: str | dict[str, Any] | None = None,
+                    offload_folder: str | Path | None = None) -> tuple[Any, Any, str]:
     """Load ``(model, tokenizer, resolved name)`` from a hub name, a folder or ``package:NAME``.
 
     Args:
@@ -89,6 +176,10 @@ def load_pretrained(name_or_path: str | Path, *, revision: str | None = None, dt
         revision: hub revision (branch, tag or commit).
         dtype: the torch dtype to load the weights in (default float32).
         progress: show transformers' "Loading weights" bar.
+        device_map: where accelerate puts the modules (see :func:`check_device_map`); the model is then
+            placed once, here, and recorded as ``model.probes_device_map`` (transformers keeps its own
+            ``hf_device_map`` only for maps over several devices).
+        offload_folder: where modules mapped to ``"disk"`` are kept (default: a temporary folder).
 
     A hub name is looked up in the local Hugging Face cache first (no network); only when it is not
     there is the hub asked, and only if its host answers within a few seconds, so an offline
@@ -103,6 +194,7 @@ def load_pretrained(name_or_path: str | Path, *, revision: str | None = None, dt
     name = resolve_model(str(name_or_path))
     _check_folder(name)
     kwargs: dict[str, Any] = {} if revision is None else {"revision": revision}
+    kwargs.update(_map_kwargs(check_device_map(device_map), offload_folder))
     dtype = torch.float32 if dtype is None else dtype
     if Path(name).expanduser().is_dir():
         try:
@@ -121,6 +213,20 @@ def load_pretrained(name_or_path: str | Path, *, revision: str | None = None, dt
         return (*_load(name, kwargs, dtype, progress), name)
     except OSError as err:  # no such repository, missing files ...
         raise ConfigError(f"cannot load model {name!r}: {_first_line(err)} ({_LOCAL_ADVICE})") from err
+
+
+def _map_kwargs(device_map: str | dict[str, Any] | None, offload_folder: str | Path | None) -> dict[str, Any]:
+    """``from_pretrained`` keywords of a checked device map (a temporary offload folder when it maps to disk)."""
+    if device_map is None:
+        return {}
+    kwargs: dict[str, Any] = {"device_map": device_map}
+    if offload_folder is None and isinstance(device_map, dict) and "disk" in device_map.values():
+        import tempfile
+
+        offload_folder = tempfile.mkdtemp(prefix="probes-offload-")
+    if offload_folder is not None:
+        kwargs["offload_folder"] = str(offload_folder)
+    return kwargs
 
 
 def _first_line(err: BaseException) -> str:
@@ -146,6 +252,10 @@ def load_tokenizer(name: str, **kwargs: Any) -> Any:
     return tokenizer
 
 
+#: ``from_pretrained`` keywords for the model, not the tokenizer.
+_MODEL_ONLY = ("device_map", "offload_folder")
+
+
 def _load(name: str, kwargs: dict[str, Any], dtype: Any, progress: bool) -> tuple[Any, Any]:
     """``(model, tokenizer)`` with eager attention, the prefix space for byte-level BPE tokenizers."""
     from transformers import AutoModel
@@ -155,8 +265,10 @@ def _load(name: str, kwargs: dict[str, Any], dtype: Any, progress: bool) -> tupl
     if quiet:
         hf_logging.disable_progress_bar()  # transformers' "Loading weights" bar
     try:
-        tokenizer = load_tokenizer(name, **kwargs)
+        tokenizer = load_tokenizer(name, **{k: v for k, v in kwargs.items() if k not in _MODEL_ONLY})
         model = AutoModel.from_pretrained(name, attn_implementation="eager", dtype=dtype, **kwargs)
+        if "device_map" in kwargs:
+            model.probes_device_map = kwargs["device_map"]  # kept: transformers drops single-device maps
     finally:
         if quiet:
             hf_logging.enable_progress_bar()

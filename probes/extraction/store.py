@@ -16,6 +16,13 @@ atomically; on a new run over the same sentences it verifies every finished shar
 by its own call to the extractor, so its batches depend only on its sentences and a
 resumed run writes the same bytes as an uninterrupted one.
 
+Distributed (``torchrun ... -m probes extract``): the store's shards are numbered over the whole corpus as
+in one process; each rank extracts a contiguous block of whole shards (:meth:`probes.world.World.shard`
+over the shard numbers) into the same folder, and rank 0 writes the manifest once every rank is done. The
+folder then holds the same files as a one-process run (same names, same bytes), reads as one store in input
+order, and resumes under any number of ranks. Ranks share work by whole shards: a corpus of fewer than
+``ranks x shard_size`` sentences leaves some ranks idle (lower ``shard_size`` to spread it).
+
 Reading: :func:`open_store` returns an :class:`AttentionStore`; iterating it memory-maps one
 shard at a time and yields ``(Sentence, WordAttention)`` with float32 weights, one sentence
 in memory at a time.
@@ -30,6 +37,7 @@ import json
 import logging
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,6 +49,7 @@ from probes.extraction.attention import WordAttention
 from probes.corpora.types import Sentence
 from probes.errors import StoreError
 from probes.checksum import file_sha256
+from probes.world import World
 
 if TYPE_CHECKING:  # pragma: no cover
     from probes.extraction.extractor import AttentionExtractor
@@ -64,7 +73,8 @@ def _sentence_from_json(text: str) -> Sentence:
 
 
 def _write_atomic(path: Path, write: Callable[[Any], None], mode: str = "w") -> None:
-    tmp = path.with_name(path.name + ".tmp")
+    # one temporary name per process and thread: ranks (or threads) may write the same file at once
+    tmp = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
     with tmp.open(mode, **({} if "b" in mode else {"encoding": "utf-8"})) as handle:
         write(handle)
         handle.flush()
@@ -92,6 +102,7 @@ def extract_to_store(
     source: str | os.PathLike[str] | None = None,
     progress: bool | None = None,
     on_shard: Callable[[int], None] | None = None,
+    world: World | None = None,
 ) -> AttentionStore:
     """Extract word-level attention for ``sentences`` into the store folder ``path``; resumable.
 
@@ -104,6 +115,9 @@ def extract_to_store(
         source: the corpus file, whose sha256 is recorded as well (optional).
         progress: progress bar over sentences (default: the extractor's setting).
         on_shard: called with the shard number after each shard is finished (for tests, logging).
+        world: this process' rank (default :meth:`World.current`): in a distributed world each rank
+            extracts its block of whole shards, rank 0 writes the manifest, and every rank returns the
+            whole store once all are done (the sentences are then read into a list first).
 
     Returns:
         The finished store, opened.
@@ -126,13 +140,26 @@ def extract_to_store(
         _write_atomic(root / _MANIFEST, _dump_json(manifest))
 
     expected = [s["data_sha256"] for s in old["shards"]] if old is not None and old.get("complete") else None
-    show = extractor.progress if progress is None else progress
+    world = World.current() if world is None else world
+    show = (extractor.progress if progress is None else progress) and world.is_main
     saved, extractor.progress = extractor.progress, False
     try:
-        shards, data_sha256 = _extract_shards(extractor, root, sentences, shard_size, show, on_shard,
-                                              _Writes(start, expected))
+        if world.distributed:
+            shards, data_sha256 = _extract_rank_shards(extractor, root, list(sentences), shard_size, show,
+                                                       on_shard, _Writes(start, expected), world)
+        else:
+            shards, data_sha256 = _extract_shards(extractor, root, sentences, shard_size, show, on_shard,
+                                                  _Writes(start, expected))
     finally:
         extractor.progress = saved
+    if world.is_main:
+        _finish(root, manifest, shards, data_sha256)
+    world.barrier()  # the manifest is written: every rank may open the store
+    return open_store(root)
+
+
+def _finish(root: Path, manifest: dict[str, Any], shards: list[dict[str, Any]], data_sha256: str) -> None:
+    """Mark the store finished: drop stale files, write the manifest with every shard and the report."""
     root.mkdir(parents=True, exist_ok=True)
     _remove_stale(root, len(shards))
     report: dict[str, Any] = {key: [i for s in shards for i in s[key]] for key in _REPORT_KEYS}
@@ -146,7 +173,6 @@ def extract_to_store(
         report={**{f"n_{k}": len(v) for k, v in report.items()}, **report},
     )
     _write_atomic(root / _MANIFEST, _dump_json(manifest))
-    return open_store(root)
 
 
 def _check_existing(root: Path, info: dict[str, Any], shard_size: int) -> dict[str, Any] | None:
@@ -231,6 +257,61 @@ def _extract_shards(extractor: AttentionExtractor, root: Path, sentences: Iterab
     finally:
         bar.close()
     return shards, data_digest.hexdigest()
+
+
+def _extract_rank_shards(extractor: AttentionExtractor, root: Path, sentences: list[Sentence], shard_size: int,
+                         show: bool, on_shard: Callable[[int], None] | None, writes: _Writes, world: World
+                         ) -> tuple[list[dict[str, Any]], str]:
+    """This rank's block of whole shards, extracted (or verified and kept); on rank 0, every shard's index.
+
+    Every rank checks all the shards' sentences against a finished store first (the same answer on every
+    rank), and waits for the others before writing, so no rank rewrites the manifest while another reads it.
+    Rank 0 collects the other ranks' shard indexes once all are done (the other ranks return none).
+    """
+    chunks = [sentences[i : i + shard_size] for i in range(0, len(sentences), shard_size)]
+    lines = [[_sentence_json(s) for s in chunk] for chunk in chunks]
+    checksums = [hashlib.sha256("\n".join(chunk).encode("utf-8")).hexdigest() for chunk in lines]
+    for number, checksum in enumerate([*checksums, None]):
+        writes.check(number, checksum, root)
+    data_sha256 = hashlib.sha256("".join(checksums).encode("ascii")).hexdigest()
+    world.barrier()  # every rank has read the old manifest
+    mine = world.shard(len(chunks))
+    bar = tqdm(total=sum(len(chunks[n]) for n in mine), unit="sent", file=sys.stderr, disable=not show,
+               desc=f"store (rank {world.rank} of {world.size})", dynamic_ncols=True)
+    shards: dict[int, dict[str, Any]] = {}
+    try:
+        for number in mine:
+            entry = _finished_shard(root, number, checksums[number])
+            if entry is None:
+                writes.begin()
+                entry = _write_shard(extractor, root, number, chunks[number], lines[number], checksums[number])
+            shards[number] = entry
+            bar.update(len(chunks[number]))
+            if on_shard is not None:
+                on_shard(number)
+    finally:
+        bar.close()
+    world.barrier()  # every rank's shards are written
+    if not world.is_main:
+        return [], data_sha256
+    for number in range(len(chunks)):
+        if number not in shards:
+            shards[number] = _rank_shard_index(root, number, checksums[number])
+    return [shards[n] for n in range(len(chunks))], data_sha256
+
+
+def _rank_shard_index(root: Path, number: int, checksum: str) -> dict[str, Any]:
+    """The index another rank wrote for shard ``number`` (it verified or wrote the shard).
+
+    Raises:
+        StoreError: the index is missing or of other sentences (a rank did not finish its block).
+    """
+    path = root / f"{_shard_name(number)}.json"
+    index = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    if index.get("data_sha256") != checksum:
+        raise StoreError(f"expected shard {number} of these sentences from another rank, found "
+                         f"{'none' if not index else 'another one'}", path=path)
+    return index
 
 
 def _shard_name(number: int) -> str:

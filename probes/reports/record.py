@@ -20,9 +20,10 @@ from typing import Any
 from probes.errors import ConfigError
 from probes.heads.naming import INDEXING_NOTE
 from probes.reports.tables import write_json
+from probes.world import World
 
 __all__ = ["versions", "invocation", "git_commit", "run_record", "data_record", "store_record", "write_record",
-           "prepare_out_dir", "check_out_dir", "inputs_record", "inputs_lines", "FIGURE_FORMATS"]
+           "prepare_out_dir", "check_out_dir", "inputs_record", "inputs_lines", "rank_out_dir", "FIGURE_FORMATS"]
 
 log = logging.getLogger("probes")
 
@@ -155,6 +156,24 @@ def prepare_out_dir(out_dir: str | Path, command: str | None, *, overwrite: bool
             if old.is_file() and old.is_relative_to(out.resolve()):
                 old.unlink()
     return out
+
+
+def rank_out_dir(out_dir: str | Path, figures: bool = True) -> tuple[Path, bool]:
+    """Where this process writes a run's files: ``(out_dir, figures)`` on rank 0 (or in one process).
+
+    Under ``torchrun`` every rank holds the same merged results, and only rank 0 writes to ``out_dir``;
+    another rank writes its copy, without figures, to a temporary folder removed when it exits, so that
+    code reading the written files (a command's summary) runs unchanged on every rank.
+    """
+    if World.current().is_main:
+        return Path(out_dir), figures
+    import atexit
+    import shutil
+    import tempfile
+
+    scratch = Path(tempfile.mkdtemp(prefix="probes-rank-"))
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+    return scratch / "out", False
 
 
 def _previous_record(out: Path) -> dict[str, Any] | None:

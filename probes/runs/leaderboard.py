@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from probes.analysis import ANALYSES
-from probes.analysis.base import Analysis
+from probes.analysis.base import Analysis, item_id
 from probes.analysis.baselines import OffsetBaseline
 from probes.analysis.dependency import HeadAccuracy
 from probes.analysis.driver import StreamResult, stream
@@ -51,11 +51,21 @@ from probes.reports.record import (
     inputs_lines,
     inputs_record,
     prepare_out_dir,
+    rank_out_dir,
     run_record,
     store_record,
 )
 from probes.results import Result, require_pandas
-from probes.runs.inputs import check_run_options, data_name, load_extractor, open_attention_store, read_sentences, store_name
+from probes.runs.inputs import (
+    check_run_options,
+    data_name,
+    gather_report,
+    load_extractor,
+    open_attention_store,
+    read_sentences,
+    store_name,
+)
+from probes.world import World, block_record, world_record
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -146,6 +156,7 @@ class Leaderboard(Result):
             figures, figure_format: whether to draw the figures, and as ``png``, ``svg`` or ``pdf``.
         """
         _check_figure_format(figure_format)
+        out_dir, figures = rank_out_dir(out_dir, figures)  # under torchrun only rank 0 writes to out_dir
         prepare_out_dir(out_dir, self.record.get("command"), overwrite=overwrite)
         saved = {f"analyses/{name}": result.save(Path(out_dir) / "analyses" / name)
                  for name, result in self.analyses.items()}
@@ -185,14 +196,16 @@ def _extra(analyses: ExtraAnalyses) -> dict[str, Analysis]:
     return {name: ANALYSES[name]() for name in analyses}
 
 
-def score_split(pairs: Pairs, *, poss_rule: bool = True, analyses: ExtraAnalyses = ()) -> StreamResult:
-    """Head scores (``"heads"``), baselines (``"baselines"``) and the named extra analyses of one split, in one pass."""
+def score_split(pairs: Pairs, *, poss_rule: bool = True, analyses: ExtraAnalyses = (),
+                world: World | None = None) -> StreamResult:
+    """Head scores (``"heads"``), baselines (``"baselines"``) and the named extra analyses of one split, in one pass
+    (``world``: this rank's block of the split, merged with the other ranks', see :func:`stream`)."""
     extra = _extra(analyses)
     return stream(pairs, {"heads": HeadAccuracy(poss_rule=poss_rule), "baselines": OffsetBaseline(poss_rule=poss_rule),
-                          **extra})
+                          **extra}, world=world)
 
 
-def score_halves(pairs: Pairs, *, poss_rule: bool = True, analyses: ExtraAnalyses = ()
+def score_halves(pairs: Pairs, *, poss_rule: bool = True, analyses: ExtraAnalyses = (), world: World | None = None
                  ) -> tuple[StreamResult, dict[str, int]]:
     """One pass over one dataset split in halves (:func:`probes.analysis.split.half_of`): head scores and
     baselines of the selection half (``"heads_select"``, ``"baselines_select"``) and of the report half
@@ -201,7 +214,7 @@ def score_halves(pairs: Pairs, *, poss_rule: bool = True, analyses: ExtraAnalyse
               "baselines_select": Half(OffsetBaseline(poss_rule=poss_rule), "select"),
               "heads": Half(HeadAccuracy(poss_rule=poss_rule), "report"),
               "baselines": Half(OffsetBaseline(poss_rule=poss_rule), "report")}
-    done = stream(pairs, {**halves, **_extra(analyses)})
+    done = stream(pairs, {**halves, **_extra(analyses)}, world=world)
     return done, {"select": halves["heads_select"].n_seen, "report": halves["heads"].n_seen}
 
 
@@ -279,10 +292,11 @@ class _Scored:
 
 
 def _score(report_pairs: Pairs, select_pairs: Pairs | None, mode: str, report_name: str, select_name: str | None,
-           poss_rule: bool, analyses: ExtraAnalyses, extraction: Mapping[str, Mapping[str, Any]]) -> _Scored:
+           poss_rule: bool, analyses: ExtraAnalyses, extraction: Mapping[str, Mapping[str, Any]],
+           world: World | None = None) -> _Scored:
     """Run the passes of one selection mode (one pass, or two with a separate selection split)."""
     if mode == "split":
-        done, sizes = score_halves(report_pairs, poss_rule=poss_rule, analyses=analyses)
+        done, sizes = score_halves(report_pairs, poss_rule=poss_rule, analyses=analyses, world=world)
         empty = [label for half, label in (("select", "selection"), ("report", "report")) if not sizes[half]]
         if empty:
             raise ConfigError(f"{report_name}: the {' and '.join(empty)} half of the data holds no analysed sentence "
@@ -293,8 +307,8 @@ def _score(report_pairs: Pairs, select_pairs: Pairs | None, mode: str, report_na
         inputs = _half_inputs(done, sizes, report_name, extraction.get("report"))
         counts = {"report": _counts(done["heads"]), "select": _counts(done["heads_select"]), "halves": sizes}
         return _Scored(done, None, heads, (report_name, f"{report_name} (selection half)"), inputs, counts)
-    select = score_split(select_pairs, poss_rule=poss_rule) if mode == "separate" else None
-    report = score_split(report_pairs, poss_rule=poss_rule, analyses=analyses)
+    select = score_split(select_pairs, poss_rule=poss_rule, world=world) if mode == "separate" else None
+    report = score_split(report_pairs, poss_rule=poss_rule, analyses=analyses, world=world)
     inputs = {"report": _inputs(report, report_name, extraction.get("report"))}
     counts: dict[str, Any] = {"report": _counts(report)}
     if select is not None:
@@ -319,6 +333,7 @@ def leaderboard_from_pairs(
     poss_rule: bool = True,
     analyses: ExtraAnalyses = (),
     extraction: Mapping[str, Mapping[str, Any]] | None = None,
+    world: World | None = None,
 ) -> Leaderboard:
     """Score ``(sentence, attention)`` pairs, select heads, compute intervals, tests and near ties.
 
@@ -327,7 +342,9 @@ def leaderboard_from_pairs(
     ``record`` (model, data ...) is extended with names, counts, options, timings, ``inputs``, ``selection``
     and ``significance``. ``analyses`` (registered names) run in the same pass over every report pair.
     ``extraction``: per split (``report``, ``select``), the ids the producer skipped (``skipped``) or ran in
-    windows (``windowed``) and its ``max_tokens``, read once the split has run.
+    windows (``windowed``) and its ``max_tokens``, read once the split has run (in a distributed run, every
+    rank's, in rank order). ``world``: the pairs are this rank's block of each split; the passes merge every
+    rank's analyses (:func:`stream`), so the board equals one process' on the whole splits, on every rank.
     """
     analyses = check_analyses(analyses)
     mode = mode or ("separate" if select_pairs is not None else "split")
@@ -335,7 +352,7 @@ def leaderboard_from_pairs(
         raise ConfigError(f"mode: expected one of {', '.join(SELECTION_MODES)} (separate exactly when selection "
                           f"pairs are given), found {mode!r}")
     scored = _score(report_pairs, select_pairs, mode, report_name, select_name, poss_rule, analyses,
-                    extraction if extraction is not None else {})  # the same dict: it fills while the passes run
+                    extraction if extraction is not None else {}, world)  # the same dict: it fills while the passes run
     report, report_baselines, select, select_baselines = scored.heads
     t0 = time.perf_counter()
     rows = leaderboard_rows(report, report_baselines, select=select, select_baselines=select_baselines,
@@ -376,11 +393,16 @@ def _sentences(data: str | Path | Sequence[Sentence], what: str, limit: int | No
 
 def _from_model(model: str | Path | AttentionExtractor, treebank: str | Path | Sequence[Sentence],
                 select_on: str | Path | Sequence[Sentence] | None, *, batch_size: int, device: str | None,
-                progress: bool, on_long: str = "skip", limit: int | None = None
+                progress: bool, on_long: str = "skip", limit: int | None = None, world: World | None = None
                 ) -> tuple[Any, Any, str, str | None, dict[str, Any]]:
-    """Run a model on treebanks: ``(report_pairs, select_pairs, report_name, select_name, record)``."""
+    """Run a model on treebanks: ``(report_pairs, select_pairs, report_name, select_name, record)``.
+
+    Every rank reads the whole treebanks (the record describes them whole) and runs the model on its own
+    contiguous block of each split only (``record["blocks"]``: which one, see :func:`probes.world.block_record`).
+    """
     from probes.extraction.loading import resolve_model
 
+    world = world or World()
     given = not isinstance(model, (str, Path))
     model_path = None if given else resolve_model(str(model))  # a bad name fails before any reading
     t_read = time.perf_counter()
@@ -400,32 +422,57 @@ def _from_model(model: str | Path | AttentionExtractor, treebank: str | Path | S
         "timings": {"reading_s": reading_s, "model_load_s": model_load_s},
         "extraction_report": extractor.report,  # replaced by its final dict after the run
         "extraction": {},  # per split: ids skipped / windowed, filled while the split runs
+        "blocks": {split: block_record(world, [item_id(s, k) for k, s in enumerate(sents)])
+                   for split, sents in (("select", select[0] if select else None), ("report", report_sents))
+                   if sents is not None},
     }
-    select_pairs = _tracked(extractor, select[0], "selection split", record["extraction"], "select") if select else None
-    report_pairs = _tracked(extractor, report_sents, "report split", record["extraction"], "report")
+    select_pairs = (_tracked(extractor, world.take(select[0]), "selection split", record["extraction"], "select",
+                             world) if select else None)
+    report_pairs = _tracked(extractor, world.take(report_sents), "report split", record["extraction"], "report",
+                            world)
     return report_pairs, select_pairs, report_name, select[2] if select else None, record
 
 
 def _tracked(extractor: AttentionExtractor, sentences: Sequence[Sentence], desc: str,
-             sink: dict[str, Any], split: str) -> Pairs:
+             sink: dict[str, Any], split: str, world: World | None = None) -> Pairs:
     """``extractor``'s pairs of ``sentences`` (progress bar labelled ``desc``); when they are all out,
-    ``sink[split]`` gets the ids it skipped or ran in windows during this split (its report is cumulative)."""
+    ``sink[split]`` gets the ids it skipped or ran in windows during this split (its report is cumulative),
+    every rank's in rank order (a collective step, taken in the producer before it ends the stream)."""
+    from probes.extraction.extractor import PairStream
+
     report = extractor.report
-    before = {key: len(getattr(report, key)) for key in ("skipped", "windowed")}
-    yield from extractor.iter_attention(sentences, desc=desc, total=len(sentences))
-    sink[split] = {key: list(getattr(report, key)[n:]) for key, n in before.items()}
-    sink[split]["max_tokens"] = report.max_tokens
+    pairs = extractor.iter_attention(sentences, desc=desc, total=len(sentences))  # lazy: runs when iterated
+
+    def noted() -> Pairs:
+        before = {key: len(getattr(report, key)) for key in ("skipped", "windowed")}  # the report is cumulative
+        yield from pairs
+        mine = {key: list(getattr(report, key)[n:]) for key, n in before.items()}
+        ranks = (world or World()).gather(mine)
+        sink[split] = {key: [i for rank in ranks for i in rank[key]] for key in before}
+        sink[split]["max_tokens"] = report.max_tokens
+
+    return PairStream.like(noted(), pairs)
 
 
-def _store_pairs(store: Any, desc: str, progress: bool, limit: int | None) -> Pairs:
-    """A store's pairs, with a progress bar labelled ``desc`` counting up to its length (or ``limit``)."""
+def _store_pairs(store: Any, desc: str, progress: bool, limit: int | None, world: World | None = None,
+                 block: dict[str, Any] | None = None) -> Pairs:
+    """A store's pairs (its first ``limit``; in a distributed run this rank's contiguous block of them, by index),
+    with a progress bar labelled ``desc``; ``block`` gets the block's range, count and first and last ids."""
     import sys
 
     from tqdm.auto import tqdm
 
     total = len(store) if limit is None else min(len(store), limit)
-    return tqdm(iter(store), desc=desc, total=total, unit="sent", file=sys.stderr, disable=not progress,
-                dynamic_ncols=True, mininterval=0.5)
+    mine = (world or World()).shard(total)
+    if block is not None:
+        block.update(range=[mine.start, mine.stop], count=len(mine), first=None, last=None)
+    pairs = tqdm(itertools.islice(iter(store), mine.start, mine.stop), desc=desc, total=len(mine), unit="sent",
+                 file=sys.stderr, disable=not progress, dynamic_ncols=True, mininterval=0.5)
+    for k, (sentence, attention) in enumerate(pairs):
+        if block is not None:
+            block["last"] = item_id(sentence, mine.start + k)
+            block["first"] = block["first"] or block["last"]
+        yield sentence, attention
 
 
 def _store_extraction(store: Any) -> dict[str, Any]:
@@ -435,9 +482,10 @@ def _store_extraction(store: Any) -> dict[str, Any]:
             "max_tokens": (getattr(store, "info", {}) or {}).get("max_tokens")}
 
 
-def _from_stores(store: Any, select_store: Any, progress: bool = False, limit: int | None = None
-                 ) -> tuple[Any, Any, str, str | None, dict[str, Any]]:
-    """Read attention stores: ``(report_pairs, select_pairs, report_name, select_name, record)``."""
+def _from_stores(store: Any, select_store: Any, progress: bool = False, limit: int | None = None,
+                 world: World | None = None) -> tuple[Any, Any, str, str | None, dict[str, Any]]:
+    """Read attention stores: ``(report_pairs, select_pairs, report_name, select_name, record)`` (the first
+    ``limit`` sentences of each; in a distributed run this rank's block of them, ``record["blocks"]``)."""
     report = store if hasattr(store, "info") else open_attention_store(store, "--store")
     select = None
     if select_store is not None:
@@ -445,14 +493,16 @@ def _from_stores(store: Any, select_store: Any, progress: bool = False, limit: i
                                                                                           "--select-store")
         _check_same_extraction(report.info, select.info)
     info = report.info
+    blocks: dict[str, dict[str, Any]] = {"select": {}, "report": {}} if select is not None else {"report": {}}
     record = {"model": info.get("model", str(report.path)), "extractor": dict(info),
               "data": {"report": store_record(report), **({"select": store_record(select)} if select else {})},
-              "options": {"batch_size": None, "device": None},
+              "options": {"batch_size": None, "device": None}, "blocks": blocks,
               "extraction": {"report": _store_extraction(report),
                              **({"select": _store_extraction(select)} if select is not None else {})}}
-    select_pairs = _store_pairs(select, "selection split (store)", progress, limit) if select is not None else None
-    return (_store_pairs(report, "report split (store)", progress, limit), select_pairs, store_name(report),
-            store_name(select) if select is not None else None, record)
+    select_pairs = (_store_pairs(select, "selection split (store)", progress, limit, world, blocks["select"])
+                    if select is not None else None)
+    return (_store_pairs(report, "report split (store)", progress, limit, world, blocks["report"]), select_pairs,
+            store_name(report), store_name(select) if select is not None else None, record)
 
 
 def _check_same_extraction(report: Mapping[str, Any], select: Mapping[str, Any]) -> None:
@@ -526,6 +576,9 @@ def leaderboard(
 
     Returns:
         A :class:`Leaderboard`; nothing is written until ``board.write(folder)``.
+
+    Under ``torchrun`` (:func:`probes.world.init_world`) each rank runs its contiguous block of each split; the
+    analyses are merged in rank order, so every rank returns the one-process board (``record["world"]``).
     """
     same, select_on = _check_sources(model, treebank, select_on, store, select_store)
     analyses = check_analyses(analyses)  # before any work
@@ -534,22 +587,25 @@ def leaderboard(
         from probes.reports.figures import preload
 
         threading.Thread(target=preload, name="probes-preload", daemon=True).start()
+    world = World.current()  # under torchrun: this rank's block of each split, merged with the others'
+    progress = progress and world.is_main
     if model is not None:
         report_pairs, select_pairs, report_name, sel_name, inputs = _from_model(
             model, treebank, select_on, batch_size=batch_size, device=device, progress=progress,  # type: ignore
-            on_long=on_long, limit=limit)
-    else:
-        report_pairs, select_pairs, report_name, sel_name, inputs = _from_stores(store, select_store, progress, limit)
-        if limit is not None:  # the first sentences of each store, as for treebanks
-            report_pairs = itertools.islice(report_pairs, limit)
-            select_pairs = None if select_pairs is None else itertools.islice(select_pairs, limit)
+            on_long=on_long, limit=limit, world=world)
+    else:  # the first ``limit`` sentences of each store, as for treebanks
+        report_pairs, select_pairs, report_name, sel_name, inputs = _from_stores(store, select_store, progress, limit,
+                                                                                 world)
     inputs["options"]["limit"] = limit
     extraction_report = inputs.pop("extraction_report", None)
     extraction = inputs.pop("extraction", None)
+    blocks = inputs.pop("blocks")
     board = leaderboard_from_pairs(
         report_pairs, select_pairs=select_pairs, report_name=name or report_name, select_name=select_name or sel_name,
         record=_merge(run_record("probes.leaderboard", **inputs), record or {}), relations=relations,
-        mode=SAME if same else None, min_count=min_count, exclude=exclude, poss_rule=poss_rule, analyses=analyses, extraction=extraction)
-    if extraction_report is None:
-        return board
-    return dataclasses.replace(board, record={**board.record, "extraction_report": extraction_report.as_dict()})
+        mode=SAME if same else None, min_count=min_count, exclude=exclude, poss_rule=poss_rule, analyses=analyses,
+        extraction=extraction, world=world)
+    final = {"world": world_record(world, blocks)}
+    if extraction_report is not None:
+        final["extraction_report"] = gather_report(extraction_report.as_dict(), world)
+    return dataclasses.replace(board, record={**board.record, **final})

@@ -139,7 +139,7 @@ def no_loading(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize("args, message", [
-    (["extract", "--store", "{tmp}/s", "--dtype", "float64"], "dtype must be one of"),
+    (["extract", "--store", "{tmp}/s", "--dtype", "float64"], "expected one of float32, float16, bfloat16"),
     (["extract", "--store", "{tmp}/s", "--from-pool", "median"], "from"),
     (["extract", "--store", "{tmp}/s", "--device", "gpu"], "device"),
     (["extract", "--store", "{tmp}/s", "--device", "cuda:99"], "cuda:99"),

@@ -1,14 +1,19 @@
-"""Attention store: round trip, resume after a kill (same bytes), verification, errors."""
+"""Attention store: round trip, resume after a kill (same bytes), verification, errors, stores written per rank."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,6 +22,7 @@ from probes.corpora.types import Sentence
 from probes.errors import StoreError
 from probes.extraction.extractor import AttentionExtractor
 from probes.extraction.store import extract_to_store, open_store
+from probes.world import World
 from tests.tiny_models import build
 
 REPO = Path(__file__).resolve().parents[2]
@@ -68,17 +74,23 @@ def test_store_reports_skipped(bert: Path, tmp_path: Path) -> None:
     assert [s.sent_id for s, _ in store] == [s.sent_id for s in sents if ex.count_tokens(s.words) <= 10]
 
 
-def test_resume_after_callback_interrupt_gives_same_bytes(bert: Path, tmp_path: Path) -> None:
-    sents = corpus(30)
-    make = lambda: AttentionExtractor.from_pretrained(bert, batch_size=3, progress=False)  # noqa: E731
-    extract_to_store(make(), sents, tmp_path / "full", shard_size=7)
+def interrupted_store(make: Callable[[], AttentionExtractor], sents: list[Sentence], tmp_path: Path,
+                      shard_size: int) -> None:
+    """The whole store in ``tmp_path/full``, and in ``tmp_path/resumed`` one interrupted after its first two shards."""
+    extract_to_store(make(), sents, tmp_path / "full", shard_size=shard_size)
 
     def stop_after_two(number: int) -> None:
         if number == 1:
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        extract_to_store(make(), sents, tmp_path / "resumed", shard_size=7, on_shard=stop_after_two)
+        extract_to_store(make(), sents, tmp_path / "resumed", shard_size=shard_size, on_shard=stop_after_two)
+
+
+def test_resume_after_callback_interrupt_gives_same_bytes(bert: Path, tmp_path: Path) -> None:
+    sents = corpus(30)
+    make = lambda: AttentionExtractor.from_pretrained(bert, batch_size=3, progress=False)  # noqa: E731
+    interrupted_store(make, sents, tmp_path, shard_size=7)
     with pytest.raises(StoreError, match="incomplete"):
         open_store(tmp_path / "resumed")
     finished = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "resumed").glob("shard-*.npy")}
@@ -260,3 +272,157 @@ def test_cli_rejected_extract_keeps_store_usable(bert: Path, tmp_path: Path,
     assert main(["leaderboard", "--store", str(store), "--out", str(tmp_path / "out"), "--no-figures",
                  "--min-count", "5", "--no-progress"]) == 0, capsys.readouterr().err
     assert "Report:" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- stores written per rank (issue 15)
+
+def run_ranks(size: int, work: Callable[[World], Any]) -> list[Any]:
+    """``work(world)`` for every rank of a simulated world of ``size``, in threads meeting at real barriers.
+
+    Each rank gets its own world (``World(rank=r, size=size)``) whose ``barrier`` is a thread barrier, so the
+    ranks run at the same time, as under torchrun; returns each rank's result (or raised exception) by rank.
+    Models are loaded before the threads start (``loaded``): transformers' loading switches torch's default
+    device process-wide and is not thread-safe (two loads at once can leave it on ``meta`` for later tests).
+    """
+    gate = threading.Barrier(size, timeout=120)
+
+    @dataclasses.dataclass(frozen=True)
+    class ThreadWorld(World):
+        def barrier(self) -> None:
+            gate.wait()
+
+    results: list[Any] = [None] * size
+
+    def run(rank: int) -> None:
+        try:
+            results[rank] = work(ThreadWorld(rank=rank, size=size))
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            results[rank] = exc
+            gate.abort()  # the other ranks fail at their next barrier instead of waiting
+
+    threads = [threading.Thread(target=run, args=(rank,)) for rank in range(size)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(300)
+    return results
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_ranks_write_one_store(bert: Path, tmp_path: Path, size: int) -> None:
+    """Each rank writes its block of whole shards; the folder is byte for byte the one-process store."""
+    sents = corpus(23)
+    make = lambda: AttentionExtractor.from_pretrained(bert, batch_size=4, max_length=12, progress=False)  # noqa: E731
+    single = extract_to_store(make(), sents, tmp_path / "one", shard_size=5)
+    assert single.report["n_skipped"] > 0  # skipped ids come from several ranks' shards
+    written: list[tuple[int, int]] = []
+
+    extractors = [make() for _ in range(size)]  # loaded here, not in the rank threads (see run_ranks)
+
+    def rank_run(world: World) -> tuple[int, int]:
+        extractor = extractors[world.rank]
+        store = extract_to_store(extractor, sents, tmp_path / "ranks", shard_size=5, world=world,
+                                 on_shard=lambda number: written.append((world.rank, number)))
+        return extractor.report.n_items, len(store)
+
+    results = run_ranks(size, rank_run)
+    assert not any(isinstance(r, BaseException) for r in results), results
+    blocks = [World(rank, size).shard(5) for rank in range(size)]  # 5 shards of 5, 5, 5, 5, 3 sentences
+    assert sorted(written) == [(rank, n) for rank, block in enumerate(blocks) for n in block]
+    assert [n for n, _ in results] == [sum(min(5, 23 - 5 * n) for n in block) for block in blocks]
+    assert {length for _, length in results} == {len(single)}  # every rank returns the whole store
+    assert folder_bytes(tmp_path / "ranks") == folder_bytes(tmp_path / "one")
+    stored, reference = list(open_store(tmp_path / "ranks")), list(single)
+    assert [s for s, _ in stored] == [s for s, _ in reference]
+    for (_, a), (_, b) in zip(stored, reference, strict=True):
+        np.testing.assert_array_equal(a.weights, b.weights)
+
+
+def test_ranks_resume_a_one_process_store(bert: Path, tmp_path: Path) -> None:
+    """A store interrupted in one process is finished by two ranks, which redo only the missing shards."""
+    sents = corpus(30)
+    make = lambda: AttentionExtractor.from_pretrained(bert, batch_size=3, progress=False)  # noqa: E731
+    interrupted_store(make, sents, tmp_path, shard_size=5)
+    extractors = [make() for _ in range(2)]  # loaded here, not in the rank threads (see run_ranks)
+
+    def rank_run(world: World) -> int:
+        extractor = extractors[world.rank]
+        extract_to_store(extractor, sents, tmp_path / "resumed", shard_size=5, world=world)
+        return extractor.report.n_items
+
+    assert run_ranks(2, rank_run) == [5, 15]  # rank 0: shards 0-2 (0, 1 kept), rank 1: shards 3-5
+    assert folder_bytes(tmp_path / "resumed") == folder_bytes(tmp_path / "full")
+
+
+def test_ranks_refuse_other_sentences_in_a_finished_store(bert: Path, tmp_path: Path) -> None:
+    make = lambda: AttentionExtractor.from_pretrained(bert, progress=False)  # noqa: E731
+    extract_to_store(make(), corpus(6), tmp_path / "s", shard_size=3)
+    before = folder_bytes(tmp_path / "s")
+    extractors = [make() for _ in range(2)]  # loaded here, not in the rank threads (see run_ranks)
+    results = run_ranks(2, lambda world: extract_to_store(extractors[world.rank], corpus(7)[1:], tmp_path / "s",
+                                                          shard_size=3, world=world))
+    assert all(isinstance(r, StoreError) and "finished store of other sentences" in str(r) for r in results)
+    assert folder_bytes(tmp_path / "s") == before
+
+
+_RANK_SCRIPT = """
+import sys
+sys.path.insert(0, {repo!r})
+from probes.world import init_world
+from probes.extraction.extractor import AttentionExtractor
+from probes.extraction.store import extract_to_store
+from tests.extraction.test_store import corpus
+world = init_world("cpu")
+extractor = AttentionExtractor.from_pretrained({model!r}, batch_size=4, max_length=12, progress=False)
+store = extract_to_store(extractor, corpus(23), {out!r}, shard_size=5, world=world)
+print(f"rank {{world.rank}} of {{world.size}}: {{extractor.report.n_items}} extracted, {{len(store)}} stored")
+import torch.distributed as dist
+dist.destroy_process_group()
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.slow
+def test_torchrun_ranks_write_one_store(bert: Path, tmp_path: Path) -> None:
+    """Two real processes (torchrun, gloo) write the store one process writes, byte for byte."""
+    script = tmp_path / "extract_ranks.py"
+    script.write_text(_RANK_SCRIPT.format(repo=str(REPO), model=str(bert), out=str(tmp_path / "ranks")))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                           "--master-addr", "127.0.0.1", "--master-port", str(_free_port()), str(script)],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "rank 0 of 2: 10 extracted" in proc.stdout and "rank 1 of 2: 13 extracted" in proc.stdout
+    extract_to_store(AttentionExtractor.from_pretrained(bert, batch_size=4, max_length=12, progress=False),
+                     corpus(23), tmp_path / "one", shard_size=5)
+    assert folder_bytes(tmp_path / "ranks") == folder_bytes(tmp_path / "one")
+
+
+def _extract_runs_distributed() -> bool:
+    from probes import cli
+
+    return "extract" in getattr(cli, "DISTRIBUTED", ())
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _extract_runs_distributed(), reason="probes extract is not in probes.cli.DISTRIBUTED "
+                    "(the CLI refuses it under torchrun)")
+def test_torchrun_cli_extract_writes_the_one_process_store(bert: Path, tmp_path: Path) -> None:
+    """`torchrun --nproc-per-node 2 -m probes extract ...` writes the store `probes extract` writes."""
+    sample = REPO / "probes" / "corpora" / "sample" / "sample-dev.conllu"
+    args = ["-m", "probes", "extract", "-m", str(bert), "-t", str(sample), "--shard-size", "20", "--no-progress"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    ranks = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                            "--master-addr", "127.0.0.1", "--master-port", str(_free_port()), *args,
+                            "--store", "ranks"], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert ranks.returncode == 0, ranks.stderr[-3000:]
+    assert ranks.stdout.count("store:") == 1 and "written by 2 ranks" in ranks.stdout  # rank 0 alone prints
+    one = subprocess.run([sys.executable, *args, "--store", "one"], capture_output=True, text=True, timeout=300,
+                         env=env, cwd=tmp_path)
+    assert one.returncode == 0, one.stderr[-3000:]
+    assert folder_bytes(tmp_path / "ranks") == folder_bytes(tmp_path / "one")

@@ -1,0 +1,153 @@
+"""Distributed runs: ``torchrun --nproc-per-node 2 -m probes ...`` (gloo, CPU) gives one process' results.
+
+The two-process runs are real ``torchrun`` launches of the command line on a tiny random BERT
+(tests/tiny_models.py), compared file by file with the same command run in this process. Stores
+are sharded by index; that path runs here on ranks simulated by threads (tests/test_world.py).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import probes.corpora
+from probes.cli import main
+from probes.results import equal
+from probes.world import World
+from tests.analysis.test_analysis_contract import canonical
+from tests.test_world import run_ranks
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = Path(probes.corpora.__file__).resolve().parent / "sample"
+COREF = REPO / "tests" / "fixtures" / "coref" / "tiny_gum_halves.conllu"  # 3 documents: 1 and 2 per rank
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.tiny_models import build
+
+    return build("bert", tmp_path_factory.mktemp("tiny"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def torchrun(args: list[str], cwd: Path, n: int = 2) -> subprocess.CompletedProcess[str]:
+    """``python -m torch.distributed.run --nproc-per-node n -m probes ARGS`` on a free port (generous timeout)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO), "PROBES_DIST_TIMEOUT_MIN": "5"}
+    env.pop("WORLD_SIZE", None)
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(n), "--master-addr",
+               "127.0.0.1", "--master-port", str(free_port()), "-m", "probes", *args]
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_torchrun_leaderboard_equals_one_process(tiny_bert: Path, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["leaderboard", "-m", str(tiny_bert), "-t", "sample:dev", "--min-count", "5", "--no-progress"]
+    two = torchrun([*args, "--out", str(tmp_path / "two")], tmp_path)
+    assert two.returncode == 0, two.stderr[-3000:]
+    assert main([*args, "--out", str(tmp_path / "one")]) == 0
+    printed = capsys.readouterr().out
+    a, b = tmp_path / "two", tmp_path / "one"
+    assert sorted(p.name for p in a.iterdir()) == sorted(p.name for p in b.iterdir())
+    for name in ("leaderboard.csv", "scores.csv", "leaderboard.md"):  # every head's scores, rows and intervals
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+    assert json.loads((a / "leaderboard.json").read_text())["rows"] == json.loads((b / "leaderboard.json").read_text())["rows"]
+    assert two.stdout.count("Report:") == 1  # rank 0 alone prints ...
+    assert two.stdout.split("Timings:")[0] == printed.split("Timings:")[0]  # ... the same table and notes
+    run_a, run_b = (json.loads((d / "run.json").read_text()) for d in (a, b))
+    for key in ("counts", "inputs", "halves", "selection", "significance", "extraction_report", "data"):
+        assert run_a[key] == run_b[key], key
+    world = run_a["world"]
+    assert world["world_size"] == 2 and world["backend"] == "gloo"
+    n = run_b["data"]["report"]["sentences"]
+    blocks = [r["inputs"]["report"] for r in world["ranks"]]
+    assert [r["rank"] for r in world["ranks"]] == [0, 1]
+    assert blocks[0]["range"] == [0, n // 2] and blocks[1]["range"] == [n // 2, n]
+    assert blocks[0]["count"] + blocks[1]["count"] == n and blocks[0]["first"] == "sample-001"
+    assert run_b["world"]["world_size"] == 1 and run_b["world"]["ranks"][0]["inputs"]["report"]["range"] == [0, n]
+
+
+def test_torchrun_coref_equals_one_process(tiny_bert: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                           ) -> None:
+    args = ["coref", "-m", str(tiny_bert), "-t", str(COREF), "--no-progress", "--n-resamples", "50"]
+    two = torchrun([*args, "--out", str(tmp_path / "two")], tmp_path)
+    assert two.returncode == 0, two.stderr[-3000:]
+    assert main([*args, "--out", str(tmp_path / "one")]) == 0
+    capsys.readouterr()
+    a, b = tmp_path / "two", tmp_path / "one"
+    for name in ("scores.csv", "coref_leaderboard.csv", "coref_leaderboard.md"):
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+    assert read_csv(a / "scores.csv") and two.stdout.count("Report:") == 1
+    assert json.loads((a / "coref_leaderboard.json").read_text())["rows"] == \
+        json.loads((b / "coref_leaderboard.json").read_text())["rows"]
+    run_a, run_b = (json.loads((d / "run.json").read_text()) for d in (a, b))
+    for key in ("counts", "inputs", "selection", "significance", "extraction_report"):
+        assert run_a[key] == run_b[key], key
+    assert {k: v for k, v in run_a["data"].items() if k != "seconds"} == \
+        {k: v for k, v in run_b["data"].items() if k != "seconds"}
+    ranks = run_a["world"]["ranks"]  # whole documents: 1 to rank 0, 2 to rank 1
+    assert [r["inputs"]["report"] for r in ranks] == [
+        {"range": [0, 1], "count": 1, "first": "tiny_story", "last": "tiny_story"},
+        {"range": [1, 3], "count": 2, "first": "tiny_note", "last": "tiny_extra"}]
+
+
+def test_torchrun_refuses_commands_that_do_not_run_distributed(tmp_path: Path) -> None:
+    done = torchrun(["atlas", "-m", "nothing", "-t", "sample:dev"], tmp_path)
+    assert done.returncode != 0
+    line = ("error: probes atlas does not run distributed (WORLD_SIZE=2); under torchrun run leaderboard, coref, "
+            "bridging, extract, or run atlas as one process")
+    assert done.stderr.count(line) == 1  # rank 0 says it once
+
+
+@pytest.fixture(scope="module")
+def stores(tiny_bert: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("stores")
+    out = {}
+    for split in ("dev", "test"):
+        out[split] = root / split
+        assert main(["extract", "--model", str(tiny_bert), "--treebank", str(SAMPLE / f"sample-{split}.conllu"),
+                     "--store", str(out[split]), "--device", "cpu", "--no-progress"]) == 0
+    return out
+
+
+def test_store_pairs_are_sharded_by_index(stores: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    from probes.runs.leaderboard import leaderboard
+
+    options: dict[str, Any] = {"store": stores["test"], "select_store": stores["dev"], "min_count": 5, "limit": 30}
+    one = leaderboard(**options)
+    here = threading.local()
+    monkeypatch.setattr(World, "current", classmethod(lambda cls: getattr(here, "world", World())))
+
+    def rank(world: World) -> Any:
+        here.world = world
+        return leaderboard(**options)
+
+    boards = run_ranks(2, rank)
+    for board in boards:
+        assert board.rows == one.rows
+        for name in ("report", "select", "report_baselines", "select_baselines"):
+            assert equal(canonical(getattr(board, name)), canonical(getattr(one, name))), name
+        assert board.record["inputs"] == one.record["inputs"]
+    ranks = boards[0].record["world"]["ranks"]
+    assert [r["inputs"]["report"]["range"] for r in ranks] == [[0, 15], [15, 30]]
+    assert [r["inputs"]["select"]["count"] for r in ranks] == [15, 15]
+    assert ranks[1]["inputs"]["report"]["first"] != ranks[0]["inputs"]["report"]["last"]
+    assert one.record["world"]["ranks"][0]["inputs"]["report"]["range"] == [0, 30]
