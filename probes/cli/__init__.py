@@ -42,7 +42,7 @@ __all__ = ["app", "main", "EXIT_INTERRUPTED", "DISTRIBUTED"]
 
 #: Commands that run distributed under ``torchrun`` (inputs sharded across ranks, states merged on every
 #: rank, rank 0 writes); every other command refuses ``WORLD_SIZE > 1``.
-DISTRIBUTED: tuple[str, ...] = ("leaderboard", "coref", "bridging", "extract")
+DISTRIBUTED: tuple[str, ...] = ("leaderboard", "coref", "bridging", "atlas", "extract")
 #: Who is speaking in error lines: ``""`` in one process, ``"rank R of N: "`` in a distributed run.
 _WHO = {"prefix": ""}
 

@@ -13,7 +13,7 @@ from typing import Any
 from probes.errors import ConfigError
 from probes.reports.atlas_table import ROLE_RULES
 from probes.reports.atlas_text import RULES, findings
-from probes.reports.record import prepare_out_dir, write_record
+from probes.reports.record import prepare_out_dir, rank_out_dir, write_record
 from probes.reports.tables import markdown_table, write_csv
 
 __all__ = ["write_atlas", "atlas_markdown"]
@@ -120,6 +120,7 @@ def write_atlas(atlas: Any, out_dir: str | Path, *, figure_format: str = "png",
     if figure_format not in FIGURE_FORMATS:
         raise ConfigError(f"figure_format: expected one of {', '.join(FIGURE_FORMATS)}, found {figure_format!r}")
     t0 = time.perf_counter()
+    out_dir, _ = rank_out_dir(out_dir)  # under torchrun only rank 0 writes to out_dir
     out = prepare_out_dir(out_dir, _COMMAND, overwrite=overwrite)
     table = atlas.heads_table()
     paths: dict[str, Path] = {"heads.csv": write_csv(table.to_dict("records"), out / "heads.csv",

@@ -322,6 +322,7 @@ def _run(model: str, treebank: str | Path, corpus: str | Path | None, example: s
         options={**options, "example": shown.sent_id},
         groups={"rule": GROUP_RULE, "distance_sentences": int(results["distances"].n_items)},
         leaderboard={k: board.record.get(k) for k in ("selection", "significance", "inputs", "counts")},
+        world=board.record.get("world"),
         coreference=coref_record, gradients_note=note, timings=timings)
     full = {**full, **extra_record, "options": {**full["options"], **extra_record.get("options", {})}}
     return Atlas(board=replace(board, analyses={}), surface=results["surface"], roles=results["roles"],

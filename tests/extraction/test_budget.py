@@ -291,6 +291,22 @@ def test_the_queue_is_bounded_by_bytes() -> None:
     assert producer.bytes == 0 and not any(t.name == "probes-extract" and t.is_alive() for t in threading.enumerate())
 
 
+def test_the_pipelines_keep_the_extractors_queue_bound(models: dict[str, Path]) -> None:
+    """The leaderboard's and coreference's wrappers around an extractor's pairs keep its ``max_queue_bytes``
+    (a plain generator would lose it, and the queue would fall back to ``driver.QUEUE_BYTES``)."""
+    from probes.runs.coreference import _noting
+    from probes.runs.leaderboard import _tracked
+
+    extractor = AttentionExtractor.from_pretrained(models["bert"], max_attention_mb=8, progress=False)
+    sink: dict[str, Any] = {}
+    tracked = _tracked(extractor, _sentences([5, 6]), "test", sink, "report")
+    assert extractor.max_queue_bytes() == 4 * 2**20 != driver.QUEUE_BYTES
+    assert driver._Producer(tracked).max_bytes == extractor.max_queue_bytes()
+    noted = _noting(extractor.iter_attention(_sentences([4])), {})
+    assert driver._Producer(noted).max_bytes == extractor.max_queue_bytes()
+    assert [s.sent_id for s, _ in tracked] == ["s1", "s2"] and sink["report"]["skipped"] == []
+
+
 # --------------------------------------------------------------------------- the CLI
 def test_coref_cli_passes_the_budget_options_to_the_extractor(models: dict[str, Path], fixtures_dir: Path,
                                                               tmp_path: Path) -> None:

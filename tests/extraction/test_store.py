@@ -6,7 +6,6 @@ import dataclasses
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -365,64 +364,18 @@ def test_ranks_refuse_other_sentences_in_a_finished_store(bert: Path, tmp_path: 
     assert folder_bytes(tmp_path / "s") == before
 
 
-_RANK_SCRIPT = """
-import sys
-sys.path.insert(0, {repo!r})
-from probes.world import init_world
-from probes.extraction.extractor import AttentionExtractor
-from probes.extraction.store import extract_to_store
-from tests.extraction.test_store import corpus
-world = init_world("cpu")
-extractor = AttentionExtractor.from_pretrained({model!r}, batch_size=4, max_length=12, progress=False)
-store = extract_to_store(extractor, corpus(23), {out!r}, shard_size=5, world=world)
-print(f"rank {{world.rank}} of {{world.size}}: {{extractor.report.n_items}} extracted, {{len(store)}} stored")
-import torch.distributed as dist
-dist.destroy_process_group()
-"""
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.mark.slow
-def test_torchrun_ranks_write_one_store(bert: Path, tmp_path: Path) -> None:
-    """Two real processes (torchrun, gloo) write the store one process writes, byte for byte."""
-    script = tmp_path / "extract_ranks.py"
-    script.write_text(_RANK_SCRIPT.format(repo=str(REPO), model=str(bert), out=str(tmp_path / "ranks")))
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-                           "--master-addr", "127.0.0.1", "--master-port", str(_free_port()), str(script)],
-                          capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "rank 0 of 2: 10 extracted" in proc.stdout and "rank 1 of 2: 13 extracted" in proc.stdout
-    extract_to_store(AttentionExtractor.from_pretrained(bert, batch_size=4, max_length=12, progress=False),
-                     corpus(23), tmp_path / "one", shard_size=5)
-    assert folder_bytes(tmp_path / "ranks") == folder_bytes(tmp_path / "one")
+def test_torchrun_cli_extract_writes_the_one_process_store(bert: Path, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """`torchrun --nproc-per-node 2 -m probes extract ...` (gloo) writes the store `probes extract` writes."""
+    from probes.cli import main
+    from tests.runs.test_distributed import torchrun
 
-
-def _extract_runs_distributed() -> bool:
-    from probes import cli
-
-    return "extract" in getattr(cli, "DISTRIBUTED", ())
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(not _extract_runs_distributed(), reason="probes extract is not in probes.cli.DISTRIBUTED "
-                    "(the CLI refuses it under torchrun)")
-def test_torchrun_cli_extract_writes_the_one_process_store(bert: Path, tmp_path: Path) -> None:
-    """`torchrun --nproc-per-node 2 -m probes extract ...` writes the store `probes extract` writes."""
     sample = REPO / "probes" / "corpora" / "sample" / "sample-dev.conllu"
-    args = ["-m", "probes", "extract", "-m", str(bert), "-t", str(sample), "--shard-size", "20", "--no-progress"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    ranks = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-                            "--master-addr", "127.0.0.1", "--master-port", str(_free_port()), *args,
-                            "--store", "ranks"], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    args = ["extract", "-m", str(bert), "-t", str(sample), "--shard-size", "20", "--no-progress"]
+    ranks = torchrun([*args, "--store", str(tmp_path / "ranks")], tmp_path)
     assert ranks.returncode == 0, ranks.stderr[-3000:]
     assert ranks.stdout.count("store:") == 1 and "written by 2 ranks" in ranks.stdout  # rank 0 alone prints
-    one = subprocess.run([sys.executable, *args, "--store", "one"], capture_output=True, text=True, timeout=300,
-                         env=env, cwd=tmp_path)
-    assert one.returncode == 0, one.stderr[-3000:]
+    assert main([*args, "--store", str(tmp_path / "one")]) == 0
+    capsys.readouterr()
     assert folder_bytes(tmp_path / "ranks") == folder_bytes(tmp_path / "one")

@@ -109,11 +109,44 @@ def test_torchrun_coref_equals_one_process(tiny_bert: Path, tmp_path: Path, caps
         {"range": [1, 3], "count": 2, "first": "tiny_note", "last": "tiny_extra"}]
 
 
+#: heads.csv columns holding sums of float32 attention values (means, entropies, distances, the MDS layout):
+#: added in another order across ranks, so equal to one process only to float32 rounding.
+FLOAT_TOLERANCE = {"rtol": 1e-5, "atol": 1e-6}
+
+
+def test_torchrun_atlas_equals_one_process(tiny_bert: Path, tmp_path: Path) -> None:
+    """Counts, leaderboard and head groups exactly; float means of attention within float32 rounding."""
+    import numpy as np
+
+    args = ["atlas", "-m", str(tiny_bert), "-t", "sample:dev", "--js-sentences", "8", "--clusters", "2",
+            "--grad-sentences", "0", "--no-progress"]
+    two = torchrun([*args, "--out", str(tmp_path / "two")], tmp_path)
+    assert two.returncode == 0, two.stderr[-3000:]
+    assert main([*args, "--out", str(tmp_path / "one")]) == 0
+    a, b = read_csv(tmp_path / "two" / "heads.csv"), read_csv(tmp_path / "one" / "heads.csv")
+    assert [list(r) for r in a] == [list(r) for r in b] and len(a) == len(b) > 0
+    for row_a, row_b in zip(a, b):
+        for key, value in row_a.items():
+            try:
+                x, y = float(value), float(row_b[key])
+            except ValueError:  # names, kinds, flags: exactly
+                assert value == row_b[key], key
+                continue
+            # the MDS layout is fitted iteratively to the distances: their rounding moves it a little more
+            tolerance = {**FLOAT_TOLERANCE, "atol": 1e-5} if key.startswith("mds_") else FLOAT_TOLERANCE
+            assert np.isclose(x, y, **tolerance) or (np.isnan(x) and np.isnan(y)), (key, value, row_b[key])
+    for name in ("leaderboard.csv", "scores.csv"):
+        assert (tmp_path / "two" / "leaderboard" / name).read_bytes() == \
+            (tmp_path / "one" / "leaderboard" / name).read_bytes(), name
+    run = json.loads((tmp_path / "two" / "run.json").read_text())
+    assert run["world"]["world_size"] == 2 and two.stdout.count("Report:") == 1
+
+
 def test_torchrun_refuses_commands_that_do_not_run_distributed(tmp_path: Path) -> None:
-    done = torchrun(["atlas", "-m", "nothing", "-t", "sample:dev"], tmp_path)
+    done = torchrun(["probe", "-m", "nothing", "--train", "sample:dev"], tmp_path)
     assert done.returncode != 0
-    line = ("error: probes atlas does not run distributed (WORLD_SIZE=2); under torchrun run leaderboard, coref, "
-            "bridging, extract, or run atlas as one process")
+    line = ("error: probes probe does not run distributed (WORLD_SIZE=2); under torchrun run leaderboard, coref, "
+            "bridging, atlas, extract, or run probe as one process")
     assert done.stderr.count(line) == 1  # rank 0 says it once
 
 
