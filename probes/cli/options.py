@@ -21,7 +21,7 @@ __all__ = [
     "ON_LONG", "FIGURE_FORMATS", "parse_indices", "layers_option", "heads_option", "limit_option",
     "on_long_option", "figure_format_option", "overwrite_option", "one_of", "DTYPES", "MAX_BATCH_TOKENS_HELP",
     "MAX_ATTENTION_MB", "max_batch_tokens_option", "max_attention_mb_option", "dtype_option", "device_map_option",
-    "parse_device_map", "extraction",
+    "extraction",
 ]
 
 #: ``.conllu / .conllx / .conll / .spacy / *_conll``, from the one formats table.
@@ -243,29 +243,8 @@ def device_map_option(*, panel: str | None = None) -> Any:
                              "leave --device out.")
 
 
-def parse_device_map(text: Optional[str]) -> Any:
-    """``--device-map`` text: a strategy name as it is, or a JSON object (``{"": "cpu"}``) as a dict.
-
-    Raises:
-        ConfigError: text starting with ``{`` that is not a JSON object.
-    """
-    import json
-
-    from probes.errors import ConfigError
-
-    if text is None or not text.strip().startswith("{"):
-        return text
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"--device-map: expected a strategy name or a JSON object, found {text!r} ({exc})") from None
-    if not isinstance(value, dict):
-        raise ConfigError(f"--device-map: expected a JSON object of module -> device, found {text!r}")
-    return value
-
-
 def extraction(dtype: str, max_batch_tokens: Optional[int], max_attention_mb: float,
                device_map: Optional[str]) -> dict[str, Any]:
     """The extractor options of a command, for :func:`probes.runs.inputs.extraction_options` (``0`` MB: no budget)."""
     return {"dtype": dtype, "max_batch_tokens": max_batch_tokens,
-            "max_attention_mb": max_attention_mb or None, "device_map": parse_device_map(device_map)}
+            "max_attention_mb": max_attention_mb or None, "device_map": device_map}

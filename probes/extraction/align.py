@@ -353,8 +353,6 @@ def pool_batch(
     """
     import torch
 
-    if from_pool not in FROM_POOLS:
-        raise ConfigError(f"from_pool must be one of {FROM_POOLS}, found {from_pool!r}")
     layers = list(attention.unbind(1)) if isinstance(attention, torch.Tensor) else list(attention)
     batch, n_heads, n_tok, _ = layers[0].shape
     pooler = BatchPooler(alignments, n_tok, from_pool)

@@ -447,9 +447,7 @@ def _tracked(extractor: AttentionExtractor, sentences: Sequence[Sentence], desc:
         before = {key: len(getattr(report, key)) for key in ("skipped", "windowed")}  # the report is cumulative
         yield from pairs
         mine = {key: list(getattr(report, key)[n:]) for key, n in before.items()}
-        ranks = (world or World()).gather(mine)
-        sink[split] = {key: [i for rank in ranks for i in rank[key]] for key in before}
-        sink[split]["max_tokens"] = report.max_tokens
+        sink[split] = {**gather_report(mine, world or World()), "max_tokens": report.max_tokens}
 
     return PairStream.like(noted(), pairs)
 
