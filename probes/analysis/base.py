@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
@@ -36,7 +37,7 @@ import numpy.typing as npt
 from probes.errors import AlignmentError, ConfigError
 from probes.extraction.attention import WordAttention
 
-__all__ = ["Accumulator", "Analysis", "MERGE_RULES", "partial_reason", "item_id"]
+__all__ = ["Accumulator", "Analysis", "MERGE_RULES", "partial_reason", "item_id", "rows_read"]
 
 R = TypeVar("R")
 R_co = TypeVar("R_co", covariant=True)
@@ -141,6 +142,13 @@ class Analysis(Generic[R]):
     def compute(self) -> R:
         """The result for everything seen so far."""
         raise NotImplementedError
+
+    def rows(self, item: Any) -> Sequence[int] | None:
+        """The 0-based words of ``item`` whose attention rows (from those words) :meth:`update` reads; None:
+        every row (the default). An extractor may then compute only those rows (:mod:`probes.extraction.rows`;
+        the pair holds them alone and :meth:`WordAttention.word_rows` reads them). Called on the extractor's thread: it must not touch the state
+        :meth:`update` changes."""
+        return None
 
     def _flush(self) -> None:
         """Fold pending buffers into the state (a hook; batched analyses override it)."""
@@ -284,3 +292,15 @@ def partial_reason(word_attention: WordAttention) -> str | None:
     if word_attention.meta.get("truncated"):
         return "truncated"
     return None
+
+
+def rows_read(analyses: Iterable[Any], item: Any) -> list[int] | None:
+    """The words of ``item`` whose attention rows any of ``analyses`` reads (their :meth:`Analysis.rows`,
+    sorted, without repeats); None when one of them reads every row or declares nothing."""
+    words: set[int] = set()
+    for analysis in analyses:
+        asked = analysis.rows(item) if hasattr(analysis, "rows") else None
+        if asked is None:
+            return None
+        words.update(int(w) for w in asked)
+    return sorted(words)

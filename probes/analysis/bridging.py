@@ -259,6 +259,18 @@ class BridgingScores(Analysis[BridgingResult]):
             self._nearest[doc_id] = np.zeros(nb, dtype=np.int64)
             self._offsets[doc_id] = np.zeros((nb, len(OFFSETS)), dtype=np.int64)
 
+    def rows(self, item: Window) -> list[int] | None:
+        """The anaphor words of the links ``item`` owns and holds whole (a superset of those scored): with
+        ``anaphor_to_antecedent`` only their rows are read; the other direction reads columns (None)."""
+        if self.direction != "anaphor_to_antecedent":
+            return None
+        words: list[int] = []
+        for bridge in item.document.bridges:
+            ana, ante = bridge.anaphor, bridge.antecedent
+            if item.prev_end < max(ana.end, ante.end) <= item.end and min(ana.start, ante.start) >= item.start:
+                words.extend(w - item.start for w in (*ana.words, ana.head))
+        return words
+
     def update(self, item: Window, word_attention: WordAttention) -> None:
         """Score the bridging links ``item`` owns with every head, the floors and the baselines."""
         window = item
@@ -303,13 +315,13 @@ class BridgingScores(Analysis[BridgingResult]):
         src, dst = (ana, ante) if self.direction == "anaphor_to_antecedent" else (ante, ana)
         rows = np.asarray(src.words, dtype=np.intp) - window.start  # (n_src,)
         cols = np.asarray(dst.words, dtype=np.intp) - window.start  # (n_dst,)
-        src_rows = word_rows(weights, pos, rows)  # (L, H, n_src, n_words)
+        src_rows = word_rows(wa, rows)  # (L, H, n_src, n_words)
         # Pandit & Hou: mass to the other span over mass to every non-special position, per source word
         with np.errstate(invalid="ignore", divide="ignore"):
             ratio = np.nan_to_num(src_rows[..., cols].sum(axis=-1) / src_rows.sum(axis=-1)).mean(axis=-1)
         i = ana.head - window.start
         if self.direction == "anaphor_to_antecedent":
-            scores = word_rows(weights, pos, np.array([i]))[:, :, 0, :].copy()  # (L, H, n): anaphor head's row
+            scores = word_rows(wa, np.array([i]))[:, :, 0, :]  # (L, H, n): anaphor head's row (a new array)
         else:
             scores = weights[:, :, pos, pos[i]].copy()  # (L, H, n): who attends to the anaphor head
         scores[:, :, i] = -np.inf

@@ -322,6 +322,14 @@ class AntecedentAccuracy(Analysis[CorefResult]):
             self._total[doc_id] = np.zeros((nt, nb), dtype=np.int64)
             self._base[doc_id] = np.zeros((len(BASELINES), nt, nb), dtype=np.int64)
 
+    def rows(self, item: Window) -> list[int] | None:
+        """The head words of the mentions ``item`` owns and holds whole (a superset of those scored): with
+        ``anaphor_to_antecedent`` only their rows are read; the other direction reads columns (None)."""
+        if self.direction != "anaphor_to_antecedent":
+            return None
+        return [m.head - item.start for m in item.document.mentions
+                if item.prev_end < m.end <= item.end and m.start >= item.start]
+
     def update(self, item: Window, word_attention: WordAttention) -> None:
         """Score the mentions ``item`` owns (see :mod:`probes.extraction.windows`) with every head."""
         window = item
@@ -378,10 +386,10 @@ class AntecedentAccuracy(Analysis[CorefResult]):
         acc = self._correct[doc.doc_id].reshape(len(MENTION_TYPES), len(DISTANCE_BANDS), -1)
         np.add.at(acc, (types, band_idx), flat)
         held = self._held(window, info)
-        for b, name in enumerate(BASELINES):
-            ok = np.array([self._baseline(name, info, k, held, golds[e])
-                           for e, k in enumerate(evaluated)], dtype=np.int64)
-            np.add.at(self._base[doc.doc_id][b], (types, band_idx), ok)
+        ok = np.array([self._baselines(info, k, held, golds[e]) for e, k in enumerate(evaluated)],
+                      dtype=np.int64).reshape(len(evaluated), len(BASELINES))  # (E, baselines)
+        for b in range(len(BASELINES)):
+            np.add.at(self._base[doc.doc_id][b], (types, band_idx), ok[:, b])
 
     def _score_heads(self, window: Window, wa: WordAttention, info: _DocInfo, evaluated: list[int],
                      golds: list[list[int]]) -> npt.NDArray[np.bool_]:
@@ -390,7 +398,7 @@ class AntecedentAccuracy(Analysis[CorefResult]):
         n = len(pos)
         rows = np.array([info.order[k].head - window.start for k in evaluated], dtype=np.intp)  # (E,)
         if self.direction == "anaphor_to_antecedent":
-            scores = word_rows(wa.weights, pos, rows)  # (L, H, E, n)
+            scores = word_rows(wa, rows)  # (L, H, E, n)
         else:  # who attends to the anaphor: the anaphor's column, over the words' rows
             scores = np.swapaxes(wa.weights[:, :, pos[:, None], pos[rows][None, :]], 2, 3)  # (L, H, E, n)
         cols = np.arange(n)
@@ -407,17 +415,18 @@ class AntecedentAccuracy(Analysis[CorefResult]):
         gold = np.zeros((len(evaluated), n), dtype=bool)  # (E, n) heads of antecedents in the window
         for e, held in enumerate(golds):
             gold[e, [info.order[a].head - window.start for a in held]] = True
-        masked = np.where(allowed[None, None], scores, -np.inf)  # (L, H, E, n)
-        pred = masked.argmax(axis=-1)  # (L, H, E), ties -> left-most
-        hit = np.take_along_axis(np.broadcast_to(gold, masked.shape), pred[..., None], axis=-1)[..., 0]
+        scores[:, :, ~allowed] = -np.inf  # scores is this call's own copy (L, H, E, n)
+        pred = scores.argmax(axis=-1)  # (L, H, E), ties -> left-most
+        hit = np.take_along_axis(np.broadcast_to(gold, scores.shape), pred[..., None], axis=-1)[..., 0]
         return hit & allowed.any(axis=1)[None, None, :]
 
     def _held(self, window: Window, info: _DocInfo) -> list[int]:
         """Indices (in document order) of the mentions lying inside ``window``."""
         return [c for c, m in enumerate(info.order) if window.start <= m.start and m.end <= window.end]
 
-    def _baseline(self, name: str, info: _DocInfo, k: int, held: list[int], gold: list[int]) -> bool:
-        """Does baseline ``name`` pick one of ``gold`` (the anaphor's antecedents in the window)?
+    def _baselines(self, info: _DocInfo, k: int, held: list[int], gold: list[int]) -> tuple[bool, bool, bool]:
+        """Does each baseline of :data:`BASELINES` (nearest, head match, rule sieve) pick one of ``gold`` (the
+        anaphor's antecedents in the window)?
 
         ``held``: the mentions in the window. ``gold`` holds mentions of the anaphor's own entity, or,
         for a mention evaluated through split antecedents, mentions of its parts.
@@ -425,21 +434,18 @@ class AntecedentAccuracy(Analysis[CorefResult]):
         m = info.order[k]
         # preceding mentions only: a mention containing or overlapping the anaphor is never its antecedent
         cands = [c for c in reversed(held[:bisect_left(held, k)]) if info.order[c].end <= m.start]  # nearest first
-        pick: int | None = None
-        if name == "nearest":
-            pick = cands[0] if cands else None
-        elif name == "head_match":
-            pick = next((c for c in cands if info.lower_head[c] == info.lower_head[k]), None)
-        else:  # rule_sieve: exact string, head word, agreement, nearest
-            sieves = (lambda c: info.text[c] == info.text[k],
-                      lambda c: info.lower_head[c] == info.lower_head[k],
-                      lambda c: _agree(info.agree[c], info.agree[k]),
-                      lambda c: True)
-            for sieve in sieves:
-                pick = next((c for c in cands if sieve(c)), None)
-                if pick is not None:
-                    break
-        return pick is not None and pick in gold
+        nearest = cands[0] if cands else None
+        head_match = next((c for c in cands if info.lower_head[c] == info.lower_head[k]), None)
+        # rule sieve: exact string, head word, agreement, nearest (the first sieve that picks one)
+        sieve = next((c for c in cands if info.text[c] == info.text[k]), None)
+        if sieve is None:
+            sieve = head_match
+        if sieve is None:
+            sieve = next((c for c in cands if _agree(info.agree[c], info.agree[k])), None)
+        if sieve is None:
+            sieve = nearest
+        return (nearest is not None and nearest in gold, head_match is not None and head_match in gold,
+                sieve is not None and sieve in gold)
 
     def compute(self) -> CorefResult:
         """The counts seen so far as a :class:`CorefResult`."""

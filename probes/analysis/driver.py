@@ -151,7 +151,8 @@ def _nbytes(value: Any) -> int:
     if not isinstance(attention, WordAttention):
         return 0
     tokens = attention.tokens
-    return int(attention.weights.nbytes) + (0 if tokens is None else int(tokens.weights.nbytes))
+    maps = attention.weights if attention.row_weights is None else attention.row_weights  # rows only: the rows held
+    return int(maps.nbytes) + (0 if tokens is None else int(tokens.weights.nbytes))
 
 
 def stream(pairs: Iterable[tuple[Any, WordAttention]], analyses: Mapping[str, Analysis], *,

@@ -7,6 +7,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from probes.extraction.attention import WordAttention
+
 __all__ = ["COREF_DIRECTIONS", "DISTANCE_BANDS", "distance_band", "word_rows"]
 
 #: Which way a head links two mentions: the anaphor's row, or who attends to the anaphor.
@@ -22,14 +24,8 @@ def distance_band(distance: npt.ArrayLike) -> npt.NDArray[np.intp]:
     return np.searchsorted(_BAND_EDGES, np.abs(np.asarray(distance)), side="right")
 
 
-def word_rows(weights: npt.NDArray[Any], positions: npt.NDArray[np.intp], rows: npt.NDArray[np.intp]
-              ) -> npt.NDArray[Any]:
-    """``(L, H, len(rows), n)``: the given word rows of ``weights`` (L, H, n_pos, n_pos), word columns only.
-
-    ``positions`` (n,) are the word positions among all positions; ``rows`` index words. Gathers
-    only the rows needed instead of the whole words-only map (which copies L x H x n x n).
-    """
-    picked = weights[:, :, positions[rows], :]  # (L, H, R, n_pos)
-    if len(positions) == weights.shape[-1]:
-        return picked
-    return picked[..., positions]
+def word_rows(word_attention: WordAttention, rows: npt.NDArray[np.intp]) -> npt.NDArray[Any]:
+    """``(L, H, len(rows), n)``: the given word rows of ``word_attention``, word columns only (a new array):
+    :meth:`WordAttention.word_rows`, which reads full maps and rows-only extractions alike and raises
+    AlignmentError for a row that was not computed."""
+    return word_attention.word_rows(rows)

@@ -15,6 +15,7 @@ in one pass over the data (``stream(pairs, {"select": Half(A(), "select"), "repo
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from typing import Any, Generic, TypeVar
 
 from probes.analysis.base import Accumulator
@@ -64,6 +65,12 @@ class Half(Generic[R]):
         if half_of(split_key(item)) == self.half:
             self.n_seen += 1
             self.inner.update(item, word_attention)
+
+    def rows(self, item: Any) -> Sequence[int] | None:
+        """The wrapped analysis' rows for an item of this half; none for the other half's items."""
+        if half_of(split_key(item)) != self.half:
+            return []
+        return self.inner.rows(item) if hasattr(self.inner, "rows") else None
 
     def compute(self) -> R:
         """The wrapped analysis' result over this half."""

@@ -330,6 +330,59 @@ class BatchPooler:
         out.copy_(result, non_blocking=out.is_pinned())
         return out
 
+    def pool_rows(self, attn: torch.Tensor, targets: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        """``(B, H, R, T)`` probability rows of some tokens -> ``(B, H, P, n)`` float32: the rows of the ``P``
+        positions they belong to, in the order of :meth:`row_positions` (an item with fewer rows is padded
+        with zero rows). The work grows with ``R``, not with ``n x n``.
+
+        ``targets`` ``(B, R)``: the position of each row's token (``n``: a padding row, dropped). The rows of a
+        position must be all its tokens' (``mean``) or its first token's (``first``), as :meth:`pool` pools
+        them; ``max`` is not pooled from rows. ``out``: where to write (a ``(B, H, P, n)`` float32 view, on
+        any device).
+        """
+        import torch
+
+        if self.from_pool == "max":
+            raise ConfigError("from_pool 'max' pools whole maps, not requested rows")
+        batch, n_heads, n_rows, _ = attn.shape
+        pooling = self._pooling_for(n_heads, attn.device)
+        slots, scale = self._row_plan(targets, attn.device)
+        columns = _pool_columns(attn.float(), pooling)  # (B, H, R, n)
+        n_slots = scale.shape[1]
+        compact = torch.zeros((batch, n_heads, n_slots + 1, self.n_pos), dtype=torch.float32, device=attn.device)
+        compact.scatter_add_(2, slots[:, None, :, None].expand(batch, n_heads, n_rows, self.n_pos), columns)
+        rows = compact[:, :, :n_slots] * scale[:, None, :, None] * pooling.columns  # (B, H, P, n); padding: 0
+        if out is None:
+            return rows
+        out.copy_(rows, non_blocking=out.is_pinned())
+        return out
+
+    def row_positions(self, targets: torch.Tensor) -> list[npt.NDArray[np.intp]]:
+        """Per item, the positions (increasing) whose rows :meth:`pool_rows` returns for ``targets``."""
+        rows = targets.cpu().numpy()  # (B, R)
+        return [np.unique(r[r < self.n_pos]).astype(np.intp) for r in rows]
+
+    def _row_plan(self, targets: torch.Tensor, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """For ``targets`` ``(B, R)``: each row's slot among its item's positions ``(B, R)`` (``P``: padding) and
+        the row weight of each slot ``(B, P)`` (1 / tokens for ``mean``, 1 for ``first``). Built once per batch
+        and device (every layer shares it)."""
+        import torch
+
+        cached = getattr(self, "_plan", None)
+        if cached is not None and cached[0] is targets and cached[1] == str(device):
+            return cached[2]
+        rows = targets.cpu().numpy()  # (B, R)
+        plans = [np.unique(r[r < self.n_pos], return_inverse=True, return_counts=True) for r in rows]
+        width = max(1, max(len(p[0]) for p in plans))
+        slots = np.full(rows.shape, width, dtype=np.int64)  # (B, R)
+        scale = np.zeros((rows.shape[0], width), dtype=np.float32)  # (B, P)
+        for b, (positions, inverse, counts) in enumerate(plans):
+            slots[b, rows[b] < self.n_pos] = inverse
+            scale[b, : len(positions)] = 1.0 / counts if self.from_pool == "mean" else 1.0
+        plan = (torch.from_numpy(slots).to(device), torch.from_numpy(scale).to(device))
+        self._plan = (targets, str(device), plan)
+        return plan
+
 
 def pool_batch(
     attention: torch.Tensor | Sequence[torch.Tensor],

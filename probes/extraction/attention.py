@@ -8,6 +8,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from probes.errors import AlignmentError
+
 __all__ = ["TokenAttention", "WordAttention", "PUNCT_TOKENS", "is_punct_token"]
 
 #: Clark et al.'s punctuation tokens: a token that is exactly "." or "," ...
@@ -87,6 +89,11 @@ class WordAttention:
         tokens: the token-level maps of the same layers and heads when the extractor was asked to
             keep them (``keep_tokens=True``) and the input ran whole (not in windows, not
             truncated); None otherwise.
+        row_weights, row_positions: set when only some rows were computed (the extractor's rows-only
+            mode, :mod:`probes.extraction.rows`): ``row_weights`` ``(n_layers, n_heads, R, n)`` holds the
+            rows of the positions ``row_positions`` ``(R,)`` (increasing), and ``weights`` is then a
+            read-only all-NaN view of the full shape (nothing was computed there). Read rows with
+            :meth:`word_rows`, which serves both forms.
     """
 
     weights: npt.NDArray[np.floating[Any]]
@@ -95,6 +102,8 @@ class WordAttention:
     heads: tuple[int, ...]
     meta: dict[str, Any] = field(default_factory=dict)
     tokens: TokenAttention | None = None
+    row_weights: npt.NDArray[np.floating[Any]] | None = None
+    row_positions: npt.NDArray[np.intp] | None = None
 
     @property
     def word_index(self) -> npt.NDArray[np.intp]:
@@ -106,11 +115,44 @@ class WordAttention:
         """Number of word positions."""
         return int((~self.is_special).sum())
 
+    def word_rows(self, words: npt.ArrayLike) -> npt.NDArray[np.floating[Any]]:
+        """``(n_layers, n_heads, len(words), n_words)``: the attention from the given words (0-based) to every
+        word, special columns dropped, rows not renormalised; a new array. Gathers only the rows asked for.
+
+        Raises:
+            AlignmentError: a row that was not computed (only the rows an analysis named were, and this
+                word was not among them).
+        """
+        positions = self.word_index  # (n_words,)
+        asked = positions[np.asarray(words, dtype=np.intp)]  # (R,)
+        if self.row_positions is None or self.row_weights is None:
+            source, index = self.weights, asked
+        else:
+            held = self.row_positions
+            index = np.searchsorted(held, asked)
+            found = np.zeros(asked.shape, dtype=bool) if held.size == 0 else \
+                held[np.minimum(index, held.size - 1)] == asked
+            if not found.all():
+                missing = sorted({int(w) for w in np.asarray(words, dtype=np.intp)[~found]})
+                raise AlignmentError(f"the attention rows of words {missing} were not computed: only the rows an "
+                                     "analysis names in rows() are (rows-only extraction)")
+            source = self.row_weights
+        n = len(positions)
+        if n and positions[-1] - positions[0] == n - 1:  # words in one run (specials around them): one copy
+            return source[:, :, index, positions[0]: positions[0] + n]
+        return source[:, :, index, :][..., positions]
+
     def words_only(self) -> npt.NDArray[np.floating[Any]]:
         """``(n_layers, n_heads, n_words, n_words)``: the maps with special rows and columns dropped.
 
         Rows are *not* renormalised (as in Clark et al.: argmax does not need it).
+
+        Raises:
+            AlignmentError: only some rows were computed (use :meth:`word_rows`).
         """
+        if self.row_positions is not None:
+            raise AlignmentError(f"only {len(self.row_positions)} rows of these maps were computed (rows-only "
+                                 "extraction); read them with word_rows()")
         idx = self.word_index
         if len(idx) == self.is_special.shape[0]:
             return self.weights

@@ -26,6 +26,11 @@ layer's ``(B, H, T, T)`` weights to words as soon as the model computes them (on
 device) and lets them go, so at most one layer of token attention is alive at a time. Models whose
 attention modules hand no weights to a hook fall back to ``output_attentions=True`` (every layer at once).
 
+Rows only: a stream that names, per item, the words whose rows its analyses read (``iter_words(rows=...)``)
+gets only those rows where the model allows it (:mod:`probes.extraction.rows`): the model's attention runs
+through SDPA, the rows asked for are recomputed as eager attention computes them, and each pair holds them
+alone (``WordAttention.row_weights`` at ``row_positions``; ``weights`` is a read-only all-NaN view).
+
 Memory budget (``max_attention_mb``, MB of float32, default :data:`DEFAULT_ATTENTION_MB`): half of it
 bounds what the extractor holds at once (the token attention of the layer in flight, the batch's pooled
 result, the finished results waiting in its buffer, a combined windowed input); the other half bounds the
@@ -57,6 +62,7 @@ from probes.extraction.align import (FROM_POOLS, Alignment, BatchPooler, alignme
                                      pool_batch)
 from probes.extraction.attention import TokenAttention, WordAttention
 from probes.extraction import families
+from probes.extraction import rows as row_attention
 from probes.extraction.loading import device_map_of, load_pretrained, place_model, weights_sha256
 from probes.corpora.types import Sentence
 from probes.errors import ConfigError, ModelOutputError
@@ -105,6 +111,8 @@ class ExtractionReport(Result):
         over_budget: ids (also in ``skipped``, ``truncated`` or ``windowed``) of the inputs handled so because
             their attention did not fit ``max_attention_mb``, not because of their length.
         max_attention_mb: the attention budget applied (None: none).
+        n_rows_only: inputs whose attention was computed only for the word rows their analyses read
+            (:mod:`probes.extraction.rows`); their pairs hold those rows alone (``WordAttention.row_weights``).
     """
 
     max_tokens: int = 0
@@ -115,10 +123,11 @@ class ExtractionReport(Result):
     windowed: list[str] = field(default_factory=list)
     over_budget: list[str] = field(default_factory=list)
     max_attention_mb: float | None = None
+    n_rows_only: int = 0
 
     def reset(self) -> None:
         """Forget every count."""
-        self.n_items = self.n_yielded = 0
+        self.n_items = self.n_yielded = self.n_rows_only = 0
         self.skipped.clear()
         self.truncated.clear()
         self.windowed.clear()
@@ -131,7 +140,7 @@ class ExtractionReport(Result):
                 "n_windowed": len(self.windowed), "skipped": list(self.skipped),
                 "truncated": list(self.truncated), "windowed": list(self.windowed),
                 "max_attention_mb": self.max_attention_mb, "n_over_budget": len(self.over_budget),
-                "over_budget": list(self.over_budget)}
+                "over_budget": list(self.over_budget), "n_rows_only": self.n_rows_only}
 
     def summary(self) -> str:
         """One human-readable line, e.g. for the end of a CLI run."""
@@ -155,6 +164,13 @@ class _Job:
     start: int = 0  # first word of the item covered (windows)
     result: npt.NDArray[np.float32] = field(default_factory=lambda: np.zeros(0, np.float32))  # (L', H', n, n)
     tokens: npt.NDArray[np.float32] | None = None  # (L', H', T, T) when the extractor keeps token maps
+    rows: npt.NDArray[np.intp] | None = None  # the job's words whose rows were asked for (None: every row)
+    row_positions: npt.NDArray[np.intp] | None = None  # set when ``result`` holds only these positions' rows
+
+
+#: What one forward pass gives: the pooled maps of the batch, each input's token maps (or None) and, for a batch
+#: run rows-only, each input's positions whose rows the maps hold (else None).
+_Forward = tuple[npt.NDArray[np.float32], list[npt.NDArray[np.float32] | None], list[npt.NDArray[np.intp]] | None]
 
 
 def _quiet_length_warning(tokenizer: Any) -> None:
@@ -316,6 +332,10 @@ class AttentionExtractor:
             ``batch_size``); an input longer than it runs alone.
         max_attention_mb: most attention held at once, in MB of float32 (see the module's notes; None: no
             budget). Inputs that do not fit are handled by ``on_long`` and named in ``report.over_budget``.
+        selective: when a stream asks for some word rows only (``iter_words(rows=...)``), compute only those
+            (:mod:`probes.extraction.rows`: the model's attention through SDPA, the rows asked for recomputed
+            as eager attention computes them; the pair holds those rows alone) where the model's attention goes through
+            transformers' attention interface. False: always full maps with eager attention.
     """
 
     def __init__(
@@ -335,6 +355,7 @@ class AttentionExtractor:
         keep_tokens: bool = False,
         max_batch_tokens: int | None = None,
         max_attention_mb: float | None = DEFAULT_ATTENTION_MB,
+        selective: bool = True,
     ) -> None:
         self.device = check_options(device=device, dtype=dtype, batch_size=batch_size, from_pool=from_pool,
                                     max_length=max_length, on_long=on_long, max_batch_tokens=max_batch_tokens,
@@ -351,6 +372,8 @@ class AttentionExtractor:
         self.max_batch_tokens: int | None = None if max_batch_tokens is None else int(max_batch_tokens)
         self.max_attention_mb: float | None = None if max_attention_mb is None else float(max_attention_mb)
         self._sites: tuple[list[Any], int] | bool | None = None  # attention modules and output index; False: none
+        self.selective = bool(selective)
+        self._rows_ok: bool | None = None  # whether rows-only attention works for this model (None: not tried)
         self.name_or_path: str = str(getattr(model, "name_or_path", "") or getattr(model.config, "_name_or_path", ""))
         self.revision: str | None = getattr(model.config, "_commit_hash", None)
         self._weights_hash: str | None = None
@@ -421,6 +444,28 @@ class AttentionExtractor:
                 f"{type(self.model).__name__} cannot switch from {impl!r} to eager attention ({exc}); "
                 "load it with attn_implementation='eager'") from exc
 
+    def _switch(self, implementation: str) -> bool:
+        """Run the model with ``implementation`` (``eager`` or rows-only attention) from now on; False when it
+        cannot (rows-only attention is then never tried again)."""
+        if getattr(self.model.config, "_attn_implementation", None) == implementation:
+            return True
+        if implementation == row_attention.IMPLEMENTATION:
+            if not (getattr(self.model, "_supports_sdpa", False) and self.model._can_set_attn_implementation()):
+                self._rows_ok = False
+                return False
+            row_attention.register()
+        try:
+            self.model.set_attn_implementation(implementation)
+        except Exception:  # transformers raises ValueError/NotImplementedError variants
+            if implementation == "eager":
+                raise
+            self._rows_ok = False
+            return False
+        if getattr(self.model.config, "_attn_implementation", None) != implementation:
+            self._rows_ok = False
+            return False
+        return True
+
     @staticmethod
     def _check_index(name: str, values: Sequence[int] | None, size: int) -> tuple[int, ...]:
         if values is None:
@@ -457,6 +502,7 @@ class AttentionExtractor:
             "device": str(self.device),
             "device_map": device_map_of(self.model),  # Helper C (issue 15): where a device map put the modules
             "attn_implementation": "eager",
+            "selective": self.selective,  # rows-only attention where a stream asks for rows (probes.extraction.rows)
             "from_pool": self.from_pool,
             "to_pool": "sum",
             "max_tokens": self.max_tokens,
@@ -514,8 +560,8 @@ class AttentionExtractor:
         return self.iter_words(sentences, words=lambda s: s.words, desc=desc, total=total)
 
     def iter_words(self, items: Iterable[T], words: Callable[[T], Sequence[str]], *, desc: str = "attention",
-                   total: int | None = None, unit: str = "sent",
-                   advance: Callable[[T], int] | None = None) -> Iterator[tuple[T, WordAttention]]:
+                   total: int | None = None, unit: str = "sent", advance: Callable[[T], int] | None = None,
+                   rows: Callable[[T], Sequence[int] | None] | None = None) -> Iterator[tuple[T, WordAttention]]:
         """Yield ``(item, word_attention)`` for any items whose words ``words(item)`` gives, in input order.
 
         Items are read through a bounded buffer (``_BUFFER_BATCHES x batch_size`` items and, past one
@@ -527,13 +573,20 @@ class AttentionExtractor:
         (default: ``len(items)``), so it shows an ETA from the start; ``advance(item)`` is how many units
         an item completes (default 1; e.g. 1 for the last window of a document, 0 for the others).
 
+        ``rows(item)``: the 0-based words of ``item`` whose rows (attention *from* them) the consumer reads, or
+        None for every row (the default for every item). With ``selective`` (the default) and a model that
+        allows it, only those rows are computed and the pair holds them alone (:mod:`probes.extraction.rows`;
+        counted in ``report.n_rows_only``). It is called on the extractor's thread: it must not touch state
+        the consumer changes.
+
         The iterator returned has ``max_queue_bytes`` (:meth:`max_queue_bytes`), which bounds the queue of
         :func:`probes.analysis.driver.stream`.
         """
-        return PairStream(self._iter_words(items, words, desc, total, unit, advance), self.max_queue_bytes())
+        return PairStream(self._iter_words(items, words, desc, total, unit, advance, rows), self.max_queue_bytes())
 
     def _iter_words(self, items: Iterable[T], words: Callable[[T], Sequence[str]], desc: str, total: int | None,
-                    unit: str, advance: Callable[[T], int] | None) -> Iterator[tuple[T, WordAttention]]:
+                    unit: str, advance: Callable[[T], int] | None,
+                    rows: Callable[[T], Sequence[int] | None] | None = None) -> Iterator[tuple[T, WordAttention]]:
         _quiet_length_warning(self.tokenizer)  # over-long inputs are reported by ``self.report``, not transformers
         if total is None and hasattr(items, "__len__"):
             total = len(items)  # type: ignore[arg-type]
@@ -547,19 +600,24 @@ class AttentionExtractor:
                 buffer.append(item)
                 held += per_pair * (len(words(item)) + 2) ** 2
                 if len(buffer) >= size or (held >= _BUFFER_ELEMENTS and len(buffer) >= self.batch_size):
-                    yield from self._run_buffer(buffer, words, bar)
+                    yield from self._run_buffer(buffer, words, bar, rows)
                     buffer, held = [], 0
             if buffer:
-                yield from self._run_buffer(buffer, words, bar)
+                yield from self._run_buffer(buffer, words, bar, rows)
         finally:
             bar.close()
             if self.report.skipped or self.report.truncated or self.report.windowed:
                 log.info("attention extraction: %s", self.report.summary())
 
-    def _run_buffer(self, buffer: list[T], words: Callable[[T], Sequence[str]],
-                    bar: Any) -> Iterator[tuple[T, WordAttention]]:
+    def _run_buffer(self, buffer: list[T], words: Callable[[T], Sequence[str]], bar: Any,
+                    rows: Callable[[T], Sequence[int] | None] | None = None) -> Iterator[tuple[T, WordAttention]]:
         word_lists = [list(words(item)) for item in buffer]
         jobs_of = self._plan(buffer, word_lists)
+        if rows is not None and self.selective and self._rows_ok is not False:
+            first = self.report.n_items - len(buffer)  # _plan has counted the buffer
+            for index, item_jobs in enumerate(jobs_of):
+                self._ask_rows(item_jobs, rows(buffer[index]), len(word_lists[index]),
+                               _item_id(buffer[index], first + index))
         for group, held in self._groups(jobs_of):
             jobs = [job for index in group for job in jobs_of[index]]
             self._run_jobs(jobs, self._share() - held)
@@ -574,6 +632,19 @@ class AttentionExtractor:
                     yield pair
                     del pair
                 bar.update(1 if bar.probes_advance is None else bar.probes_advance(item))
+
+    @staticmethod
+    def _ask_rows(jobs: list[_Job], asked: Sequence[int] | None, n_words: int, item_id: str) -> None:
+        """Give each of an item's ``jobs`` the words (its own, 0-based) of ``asked`` it holds (None: every row)."""
+        if asked is None:
+            return
+        words = np.unique(np.asarray(list(asked), dtype=np.intp))
+        if words.size and (words[0] < 0 or words[-1] >= n_words):
+            raise ConfigError(f"{item_id}: rows asked for must be "
+                              f"word indices in 0..{n_words - 1}, found {words[0]}..{words[-1]}")
+        for job in jobs:
+            local = words - job.start
+            job.rows = local[(local >= 0) & (local < job.alignment.n_words)]
 
     def _groups(self, jobs_of: list[list[_Job]]) -> Iterator[tuple[range, int]]:
         """Consecutive items of a buffer to run together, with the values their results hold.
@@ -702,24 +773,39 @@ class AttentionExtractor:
     def _run_jobs(self, jobs: list[_Job], room: float = math.inf) -> None:
         """Run ``jobs`` in batches with at most ``room`` values in flight; each job gets its result."""
         for batch in self._batches(jobs, room):
-            pooled, token_maps = self._forward([job.alignment for job in batch])  # (B, L', H', n, n)
-            for job, weights, maps in zip(batch, pooled, token_maps):
+            pooled, token_maps, held = self._forward([job.alignment for job in batch],
+                                                     [job.rows for job in batch])  # (B, L', H', n or P, n)
+            for b, (job, weights, maps) in enumerate(zip(batch, pooled, token_maps)):
                 n = job.alignment.n_positions
-                job.result = np.ascontiguousarray(weights[:, :, :n, :n])
+                if held is None:
+                    job.result = np.ascontiguousarray(weights[:, :, :n, :n])
+                else:  # rows only: (L', H', P_b, n)
+                    job.row_positions = held[b]
+                    job.result = np.ascontiguousarray(weights[:, :, : len(held[b]), :n])
                 job.tokens = maps
 
     # ------------------------------------------------------------------ forward passes
-    def _forward(self, alignments: list[Alignment]
-                 ) -> tuple[npt.NDArray[np.float32], list[npt.NDArray[np.float32] | None]]:
+    def _forward(self, alignments: list[Alignment], rows: Sequence[npt.NDArray[np.intp] | None] | None = None
+                 ) -> _Forward:
         """Run one right-padded batch and pool it to word level: ``(B, L', H', n_max, n_max)``.
 
-        Also the token maps ``(L', H', T_b, T_b)`` of each input when ``keep_tokens`` (else Nones).
+        Also the token maps ``(L', H', T_b, T_b)`` of each input when ``keep_tokens`` (else Nones), and None,
+        or, for a batch run rows-only, the maps ``(B, L', H', P, n_max)`` of the rows computed and, per input,
+        the positions ``(P_b,)`` those rows belong to.
         Layer by layer through forward hooks when the model's attention modules allow it, else with
-        ``output_attentions=True`` (said once in a debug log).
+        ``output_attentions=True`` (said once in a debug log). ``rows``: per input the words whose rows
+        alone are wanted (None: every row); when every input of the batch names them and the model allows
+        it, only those rows are computed (:meth:`_forward_rows`).
         """
         ids, mask = self._inputs(alignments)
         sites = self._attention_sites()
         if sites is not None:
+            asked = self._asked_tokens(alignments, rows)
+            if asked is not None:
+                got = self._forward_rows(ids, mask, alignments, asked, *sites)
+                if got is not None:
+                    self.report.n_rows_only += len(alignments)
+                    return got
             got = self._forward_hooked(ids, mask, alignments, *sites)
             if got is not None:
                 return got
@@ -761,7 +847,7 @@ class AttentionExtractor:
 
     def _forward_hooked(self, ids: torch.Tensor, mask: torch.Tensor, alignments: list[Alignment],
                         modules: list[Any], index: int
-                        ) -> tuple[npt.NDArray[np.float32], list[npt.NDArray[np.float32] | None]] | None:
+                        ) -> _Forward | None:
         """One batch, each kept layer pooled by a hook as the model computes it; None when a hook got no weights."""
         batch, n_tok = ids.shape
         pooler = BatchPooler(alignments, n_tok, self.from_pool)
@@ -796,10 +882,88 @@ class AttentionExtractor:
             return None
         if cuda:
             torch.cuda.synchronize()  # the non-blocking copies into ``out`` are done
-        return out.numpy(), self._token_maps(tokens, alignments)
+        return out.numpy(), self._token_maps(tokens, alignments), None
+
+    def _asked_tokens(self, alignments: list[Alignment], rows: Sequence[npt.NDArray[np.intp] | None] | None
+                      ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
+        """``(tokens, targets)``, each ``(B, R)``: the token rows to compute for the words asked for (all of a
+        word's tokens for ``mean``, its first for ``first``) and the position each belongs to (padding: token 0
+        into the dump position ``n``); None when the batch needs full maps."""
+        if (rows is None or not self.selective or self._rows_ok is False or self.keep_tokens
+                or self.from_pool == "max" or any(r is None for r in rows)):
+            return None
+        n_pos = max(al.n_positions for al in alignments)
+        chosen: list[tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]] = []
+        for al, words in zip(alignments, rows):
+            wanted = np.zeros(al.n_positions, dtype=bool)
+            wanted[np.flatnonzero(~al.is_special)[words]] = True  # type: ignore[index]
+            position = al.token_position  # (T_b,)
+            keep = wanted[position]
+            if self.from_pool == "first":
+                keep[1:] &= position[1:] != position[:-1]
+            tokens = np.flatnonzero(keep)
+            chosen.append((tokens, position[tokens]))
+        width = max(1, max(t.shape[0] for t, _ in chosen))
+        tokens = np.zeros((len(alignments), width), dtype=np.int64)  # (B, R)
+        targets = np.full((len(alignments), width), n_pos, dtype=np.int64)  # (B, R)
+        for b, (tok, pos) in enumerate(chosen):
+            tokens[b, : tok.shape[0]], targets[b, : pos.shape[0]] = tok, pos
+        return tokens, targets
+
+    def _forward_rows(self, ids: torch.Tensor, mask: torch.Tensor, alignments: list[Alignment],
+                      asked: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]], modules: list[Any], index: int
+                      ) -> _Forward | None:
+        """One batch with rows-only attention (:mod:`probes.extraction.rows`): each kept layer's rows asked for
+        pooled by a hook into ``(B, L', H', P, n)``. None (and full maps from here on) when the model cannot."""
+        if not self._switch(row_attention.IMPLEMENTATION):
+            return None
+        batch, n_tok = ids.shape
+        tokens = torch.from_numpy(asked[0]).to(ids.device)  # (B, R)
+        targets = torch.from_numpy(asked[1])  # (B, R)
+        pooler = BatchPooler(alignments, n_tok, self.from_pool)
+        held = pooler.row_positions(targets)  # B x (P_b,)
+        cuda = self.device.type == "cuda" or bool(getattr(self.model, "hf_device_map", None)) and \
+            torch.cuda.is_available()
+        width = max(1, max(len(p) for p in held))
+        out = torch.empty((batch, len(self.layers), len(self.heads), width, pooler.n_pos),
+                          dtype=torch.float32, pin_memory=cuda)  # (B, L', H', P, n) on the CPU
+        captured: set[int] = set()
+        shape = (batch, self.n_heads, tokens.shape[1], n_tok)
+
+        def hook_for(k: int) -> Callable[..., None]:
+            def hook(module: Any, args: Any, output: Any) -> None:
+                weights = output[index] if isinstance(output, (tuple, list)) and len(output) > index else None
+                if not isinstance(weights, torch.Tensor) or tuple(weights.shape) != shape:
+                    return
+                if len(self.heads) != self.n_heads:
+                    weights = weights.index_select(1, self._head_index.to(weights.device))  # (B, H', R, T)
+                pooler.pool_rows(weights, targets, out=out[:, k])
+                captured.add(k)
+            return hook
+
+        handles = [modules[layer].register_forward_hook(hook_for(k)) for k, layer in enumerate(self.layers)]
+        try:
+            with torch.inference_mode(), row_attention.asking(tokens):
+                self.model(input_ids=ids, attention_mask=mask, **self._model_kwargs())
+        except row_attention.RowsUnsupported as exc:
+            log.debug("rows-only attention: %s; computing full maps with eager attention", exc)
+            self._rows_ok = False
+            return None
+        finally:
+            for handle in handles:
+                handle.remove()
+            self._switch("eager")  # whoever uses the model next (gradients, interventions) finds it as loaded
+        if len(captured) != len(self.layers):
+            log.debug("rows-only attention: the hooks got no rows; computing full maps with eager attention")
+            self._rows_ok = False
+            return None
+        self._rows_ok = True
+        if cuda:
+            torch.cuda.synchronize()
+        return out.numpy(), [None] * len(alignments), held
 
     def _forward_all_layers(self, ids: torch.Tensor, mask: torch.Tensor, alignments: list[Alignment]
-                            ) -> tuple[npt.NDArray[np.float32], list[npt.NDArray[np.float32] | None]]:
+                            ) -> _Forward:
         """One batch with ``output_attentions=True``: every layer's token attention at once (the fallback)."""
         with torch.inference_mode():
             out = self.model(input_ids=ids, attention_mask=mask, output_attentions=True, **self._model_kwargs())
@@ -815,9 +979,9 @@ class AttentionExtractor:
                 selected = [attn.index_select(1, self._head_index.to(attn.device)) for attn in selected]
             pooled = pool_batch(selected, alignments, self.from_pool).cpu().numpy()  # (B, L', H', n, n)
             if not self.keep_tokens:
-                return pooled, [None] * len(alignments)
+                return pooled, [None] * len(alignments), None
             layers = [attn.float().cpu().numpy() for attn in selected]  # L' x (B, H', T, T), on the CPU
-            return pooled, self._token_maps(layers, alignments)
+            return pooled, self._token_maps(layers, alignments), None
 
     def _token_maps(self, layers: Sequence[npt.NDArray[np.float32] | None], alignments: list[Alignment]
                     ) -> list[npt.NDArray[np.float32] | None]:
@@ -834,11 +998,22 @@ class AttentionExtractor:
         if len(jobs) == 1 and first.start == 0 and first.alignment.n_words == n_words:
             meta = {"n_tokens": first.alignment.n_tokens, "truncated": 0}
             tokens = None if first.tokens is None else self._token_attention(first.alignment, first.tokens)
-            return WordAttention(first.result, first.alignment.is_special, self.layers, self.heads, meta, tokens)
+            return self._word_attention(first.result, first.row_positions, first.alignment.is_special, meta, tokens)
         if len(jobs) == 1:  # truncated
             meta = {"n_tokens": first.alignment.n_tokens, "truncated": n_words - first.alignment.n_words}
-            return WordAttention(first.result, first.alignment.is_special, self.layers, self.heads, meta)
+            return self._word_attention(first.result, first.row_positions, first.alignment.is_special, meta)
         return self._combine_windows(jobs, n_words)
+
+    def _word_attention(self, maps: npt.NDArray[np.float32], positions: npt.NDArray[np.intp] | None,
+                        is_special: npt.NDArray[np.bool_], meta: dict[str, Any],
+                        tokens: TokenAttention | None = None) -> WordAttention:
+        """A WordAttention of full maps, or (``positions`` given) of the rows of ``positions`` alone, its
+        ``weights`` then a read-only all-NaN view (nothing computed there)."""
+        if positions is None:
+            return WordAttention(maps, is_special, self.layers, self.heads, meta, tokens)
+        n = is_special.shape[0]
+        nothing = np.broadcast_to(np.float32(np.nan), (len(self.layers), len(self.heads), n, n))
+        return WordAttention(nothing, is_special, self.layers, self.heads, meta, tokens, maps, positions)
 
     def _token_attention(self, alignment: Alignment, maps: npt.NDArray[np.float32]) -> TokenAttention:
         """The token-level view of one whole input: its maps with token strings, words and specials."""
@@ -856,7 +1031,14 @@ class AttentionExtractor:
         lead = int(np.argmax(~jobs[0].alignment.is_special))  # leading specials
         trail = int(jobs[0].alignment.n_special_tokens) - lead
         n = lead + n_words + trail
-        out = np.zeros((len(self.layers), len(self.heads), n, n), dtype=np.float32)  # (L', H', n, n)
+        # rows only (some window ran so): each window's computed rows, as positions of its own (a window run
+        # whole holds them all); the item keeps the rows it has, in position order, instead of full maps
+        compact = any(job.row_positions is not None for job in jobs)
+        jobs_rows = [np.arange(job.alignment.n_positions) if job.row_positions is None else job.row_positions
+                     for job in jobs]
+        taken: list[npt.NDArray[np.intp]] = []  # global positions of the rows kept, per window
+        blocks: list[npt.NDArray[np.float32]] = []  # their rows (L', H', r, n)
+        out = None if compact else np.zeros((len(self.layers), len(self.heads), n, n), dtype=np.float32)
         # Each word's row from the window where it is most central (ties: earlier window).
         best = np.full(n_words, -1)
         best_dist = np.full(n_words, np.inf)
@@ -878,10 +1060,26 @@ class AttentionExtractor:
                 rows = np.concatenate([np.arange(lead), rows])
             if k == len(jobs) - 1:
                 rows = np.concatenate([rows, lead + w + np.arange(trail)])
-            out[:, :, local_to_global[rows, None], local_to_global[None, :]] = job.result[:, :, rows, :]
+            if compact:  # the rows this window computed, of those it is responsible for
+                mine = jobs_rows[k]
+                rows = rows[np.isin(rows, mine)]
+                values = job.result[:, :, np.searchsorted(mine, rows), :]  # (L', H', r, n_k)
+                if len(rows):
+                    taken.append(local_to_global[rows])
+                    block = np.zeros((*values.shape[:3], n), dtype=np.float32)  # (L', H', r, n)
+                    block[..., local_to_global] = values
+                    blocks.append(block)
+                continue
+            out[:, :, local_to_global[rows, None], local_to_global[None, :]] = job.result[:, :, rows, :]  # type: ignore[index]
         is_special = np.zeros(n, dtype=bool)
         is_special[:lead] = True
         is_special[lead + n_words :] = True
         meta = {"n_tokens": sum(j.alignment.n_tokens for j in jobs), "truncated": 0,
                 "windows": [(j.start, j.start + j.alignment.n_words) for j in jobs]}
-        return WordAttention(out, is_special, self.layers, self.heads, meta)
+        if out is not None:
+            return WordAttention(out, is_special, self.layers, self.heads, meta)
+        positions = np.concatenate(taken) if taken else np.zeros(0, dtype=np.intp)
+        order = np.argsort(positions, kind="stable")
+        maps = np.concatenate(blocks, axis=2)[:, :, order] if blocks else \
+            np.zeros((len(self.layers), len(self.heads), 0, n), dtype=np.float32)
+        return self._word_attention(maps, positions[order].astype(np.intp), is_special, meta)

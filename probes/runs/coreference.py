@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from probes.analysis.base import rows_read
 from probes.analysis.bridging import MIN_LINKS, BridgingResult, BridgingScores
 from probes.analysis.coreference import AntecedentAccuracy, CorefResult
 from probes.analysis.driver import item_id, stream
@@ -603,7 +604,8 @@ def _scan(extractor: Any, corpus: Path, window: int | None, stride: int | None,
     start = time.perf_counter()
     pairs = extractor.iter_words(windows(), words=lambda w: w.words, desc=f"{Path(corpus).name} (documents)",
                                  total=len(mine) if getattr(extractor, "progress", False) else None, unit="doc",
-                                 advance=lambda w: int(w.end >= w.document.n_words))
+                                 advance=lambda w: int(w.end >= w.document.n_words),
+                                 rows=lambda w: rows_read(scorers.values(), w))
     yielded: dict[str, bool] = {}  # window id -> whether the extractor ran it in windows of its own
     done = stream(_noting(pairs, yielded), scorers, world=world)
     ranks = world.gather((made, seen, yielded))  # every rank's windows, in rank order

@@ -119,9 +119,9 @@ def _shapes(extractor: AttentionExtractor, monkeypatch: pytest.MonkeyPatch) -> l
     shapes: list[tuple[int, int]] = []
     forward = extractor._forward
 
-    def recording(alignments):  # type: ignore[no-untyped-def]
+    def recording(alignments, *rest):  # type: ignore[no-untyped-def]
         shapes.append((len(alignments), max(al.n_tokens for al in alignments)))
-        return forward(alignments)
+        return forward(alignments, *rest)
 
     monkeypatch.setattr(extractor, "_forward", recording)
     return shapes

@@ -33,9 +33,9 @@ def _buffer_sizes(extractor: AttentionExtractor, items: list[Sentence], monkeypa
     sizes: list[int] = []
     run = extractor._run_buffer
 
-    def counting(buffer, words, bar):  # type: ignore[no-untyped-def]
+    def counting(buffer, words, bar, *rest):  # type: ignore[no-untyped-def]
         sizes.append(len(buffer))
-        return run(buffer, words, bar)
+        return run(buffer, words, bar, *rest)
 
     monkeypatch.setattr(extractor, "_run_buffer", counting)
     assert len(list(extractor.iter_attention(items))) == len(items)
