@@ -146,8 +146,8 @@ class Analysis(Generic[R]):
     def rows(self, item: Any) -> Sequence[int] | None:
         """The 0-based words of ``item`` whose attention rows (from those words) :meth:`update` reads; None:
         every row (the default). An extractor may then compute only those rows (:mod:`probes.extraction.rows`;
-        the pair holds them alone and :meth:`WordAttention.word_rows` reads them). Called on the extractor's thread: it must not touch the state
-        :meth:`update` changes."""
+        the pair holds them alone and :meth:`WordAttention.word_rows` reads them). Called on the extractor's
+        thread: it must not touch the state :meth:`update` changes."""
         return None
 
     def _flush(self) -> None:

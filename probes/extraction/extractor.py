@@ -173,6 +173,10 @@ class _Job:
 _Forward = tuple[npt.NDArray[np.float32], list[npt.NDArray[np.float32] | None], list[npt.NDArray[np.intp]] | None]
 
 
+class _Captured(Exception):
+    """Raised by the forward hook of the last kept layer: the attention wanted is pooled, the pass can stop."""
+
+
 def _quiet_length_warning(tokenizer: Any) -> None:
     """Silence transformers' "Token indices sequence length is longer than ..." warning for ``tokenizer``.
 
@@ -334,8 +338,8 @@ class AttentionExtractor:
             budget). Inputs that do not fit are handled by ``on_long`` and named in ``report.over_budget``.
         selective: when a stream asks for some word rows only (``iter_words(rows=...)``), compute only those
             (:mod:`probes.extraction.rows`: the model's attention through SDPA, the rows asked for recomputed
-            as eager attention computes them; the pair holds those rows alone) where the model's attention goes through
-            transformers' attention interface. False: always full maps with eager attention.
+            as eager attention computes them; the pair holds those rows alone) where the model's attention
+            goes through transformers' attention interface. False: always full maps with eager attention.
     """
 
     def __init__(
@@ -519,6 +523,13 @@ class AttentionExtractor:
     def count_tokens(self, words: Sequence[str]) -> int:
         """Number of tokens of ``words`` as the model sees them, special tokens included."""
         return len(self.tokenizer(list(words), is_split_into_words=True)["input_ids"])
+
+    def count_tokens_many(self, word_lists: list[Sequence[str]]) -> list[int]:
+        """:meth:`count_tokens` of each of ``word_lists``, in one tokenizer call."""
+        if not word_lists:
+            return []
+        encoded = self.tokenizer([list(w) for w in word_lists], is_split_into_words=True)
+        return [len(ids) for ids in encoded["input_ids"]]
 
     # ------------------------------------------------------------------ memory budget
     def _share(self) -> float:
@@ -869,12 +880,15 @@ class AttentionExtractor:
                 if self.keep_tokens:
                     tokens[k] = weights.float().cpu().numpy()
                 captured.add(k)
+                self._stop_after(k)
             return hook
 
         handles = [modules[layer].register_forward_hook(hook_for(k)) for k, layer in enumerate(self.layers)]
         try:
             with torch.inference_mode():
                 self.model(input_ids=ids, attention_mask=mask, **self._model_kwargs())
+        except _Captured:
+            pass  # every kept layer is pooled: the rest of the model is not run
         finally:
             for handle in handles:
                 handle.remove()
@@ -910,6 +924,13 @@ class AttentionExtractor:
             tokens[b, : tok.shape[0]], targets[b, : pos.shape[0]] = tok, pos
         return tokens, targets
 
+    def _stop_after(self, k: int) -> None:
+        """Stop the forward pass (:class:`_Captured`) once the hook of kept layer ``k`` has pooled it, if it is the
+        last kept layer the model runs: nothing after its attention is needed (the rest of that layer, the layers
+        above, the pooler). Not for a model dispatched by accelerate, whose hooks must see each module finish."""
+        if self.layers[k] == max(self.layers) and not getattr(self.model, "hf_device_map", None):
+            raise _Captured
+
     def _forward_rows(self, ids: torch.Tensor, mask: torch.Tensor, alignments: list[Alignment],
                       asked: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]], modules: list[Any], index: int
                       ) -> _Forward | None:
@@ -939,12 +960,15 @@ class AttentionExtractor:
                     weights = weights.index_select(1, self._head_index.to(weights.device))  # (B, H', R, T)
                 pooler.pool_rows(weights, targets, out=out[:, k])
                 captured.add(k)
+                self._stop_after(k)
             return hook
 
         handles = [modules[layer].register_forward_hook(hook_for(k)) for k, layer in enumerate(self.layers)]
         try:
             with torch.inference_mode(), row_attention.asking(tokens):
                 self.model(input_ids=ids, attention_mask=mask, **self._model_kwargs())
+        except _Captured:
+            pass  # every kept layer is pooled: the rest of the model is not run
         except row_attention.RowsUnsupported as exc:
             log.debug("rows-only attention: %s; computing full maps with eager attention", exc)
             self._rows_ok = False
@@ -1060,7 +1084,7 @@ class AttentionExtractor:
                 rows = np.concatenate([np.arange(lead), rows])
             if k == len(jobs) - 1:
                 rows = np.concatenate([rows, lead + w + np.arange(trail)])
-            if compact:  # the rows this window computed, of those it is responsible for
+            if out is None:  # rows only: the rows this window computed, of those it is responsible for
                 mine = jobs_rows[k]
                 rows = rows[np.isin(rows, mine)]
                 values = job.result[:, :, np.searchsorted(mine, rows), :]  # (L', H', r, n_k)
@@ -1070,7 +1094,7 @@ class AttentionExtractor:
                     block[..., local_to_global] = values
                     blocks.append(block)
                 continue
-            out[:, :, local_to_global[rows, None], local_to_global[None, :]] = job.result[:, :, rows, :]  # type: ignore[index]
+            out[:, :, local_to_global[rows, None], local_to_global[None, :]] = job.result[:, :, rows, :]
         is_special = np.zeros(n, dtype=bool)
         is_special[:lead] = True
         is_special[lead + n_words :] = True

@@ -27,6 +27,8 @@ from probes.errors import ConfigError
 __all__ = ["Window", "document_windows", "iter_windows", "owner_window"]
 
 TokenCounter = Callable[[Sequence[str]], int]
+#: The same for many word lists at once (one tokenizer call: ``AttentionExtractor.count_tokens_many``).
+ManyTokenCounter = Callable[[list[Sequence[str]]], list[int]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,12 +97,41 @@ def _special_count(count_tokens: TokenCounter) -> int:
         return int(count_tokens(["a"])) - 1
 
 
+def _units(document: Document, count_tokens: TokenCounter, count_many: ManyTokenCounter | None, n_special: int,
+           budget: int) -> list[tuple[int, int, int, bool]]:
+    """``(start, end, content tokens, split)`` of the document's units: whole sentences, or runs of whole words
+    for a sentence that cannot fit ``budget`` content tokens alone."""
+    def many(word_lists: list[Sequence[str]]) -> list[int]:
+        return list(count_many(word_lists)) if count_many is not None else [count_tokens(w) for w in word_lists]
+
+    units: list[tuple[int, int, int, bool]] = []
+    counted = iter(many([sent.words for sent in document.sentences if sent.words]))
+    for s, sent in enumerate(document.sentences):
+        first = document.sentence_starts[s]
+        if not sent.words:
+            continue
+        n_tok = next(counted) - n_special
+        if n_tok <= budget:
+            units.append((first, first + len(sent.words), n_tok, False))
+            continue
+        per_word = [t - n_special for t in many([[w] for w in sent.words])]
+        lo, acc = 0, 0
+        for k, t in enumerate(per_word):
+            if acc and acc + t > budget:
+                units.append((first + lo, first + k, acc, True))
+                lo, acc = k, 0
+            acc += t  # a single word longer than the budget stays alone (the extractor truncates it)
+        units.append((first + lo, first + len(per_word), acc, True))
+    return units
+
+
 def document_windows(
     document: Document,
     count_tokens: TokenCounter,
     window: int,
     *,
     stride: int | None = None,
+    count_many: ManyTokenCounter | None = None,
 ) -> list[Window]:
     """Cut ``document`` into windows of whole sentences that fit ``window`` tokens.
 
@@ -113,6 +144,8 @@ def document_windows(
         stride: tokens between the starts of consecutive windows (the next window starts at the
             first sentence at least ``stride`` tokens after the current start). ``None``: half
             the window. ``stride >= window`` gives windows that do not overlap.
+        count_many: ``count_tokens`` of many word lists in one call (faster; the same counts), used
+            for the sentences and the words of over-long sentences.
 
     Returns:
         The windows in order; together they cover every word of the document.
@@ -130,24 +163,7 @@ def document_windows(
         raise ConfigError(f"stride: expected a positive number of tokens, found {stride}")
 
     all_words = document.words
-    # Units: whole sentences, or runs of whole words for a sentence that cannot fit alone.
-    units: list[tuple[int, int, int, bool]] = []  # (start, end, content tokens, split)
-    for s, sent in enumerate(document.sentences):
-        first = document.sentence_starts[s]
-        if not sent.words:
-            continue
-        n_tok = count_tokens(sent.words) - n_special
-        if n_tok <= budget:
-            units.append((first, first + len(sent.words), n_tok, False))
-            continue
-        per_word = [count_tokens([w]) - n_special for w in sent.words]
-        lo, acc = 0, 0
-        for k, t in enumerate(per_word):
-            if acc and acc + t > budget:
-                units.append((first + lo, first + k, acc, True))
-                lo, acc = k, 0
-            acc += t  # a single word longer than the budget stays alone (the extractor truncates it)
-        units.append((first + lo, first + len(per_word), acc, True))
+    units = _units(document, count_tokens, count_many, n_special, budget)
     if not units:
         return []
 
@@ -181,7 +197,9 @@ def iter_windows(
     window: int,
     *,
     stride: int | None = None,
+    count_many: ManyTokenCounter | None = None,
 ) -> Iterator[Window]:
-    """Windows of every document, document after document (streaming)."""
+    """Windows of every document, document after document (streaming); ``count_many`` as in
+    :func:`document_windows`."""
     for doc in documents:
-        yield from document_windows(doc, count_tokens, window, stride=stride)
+        yield from document_windows(doc, count_tokens, window, stride=stride, count_many=count_many)

@@ -594,7 +594,8 @@ def _scan(extractor: Any, corpus: Path, window: int | None, stride: int | None,
     seen: list[str] = []  # ids of the windows made, in order
 
     def windows() -> Iterator[Any]:
-        for w in iter_windows(iter(mine), extractor.count_tokens, size, stride=stride):
+        for w in iter_windows(iter(mine), extractor.count_tokens, size, stride=stride,
+                              count_many=getattr(extractor, "count_tokens_many", None)):
             made["windows"] += 1
             made["window_words"] += w.n_words
             made["split_windows"] += w.split

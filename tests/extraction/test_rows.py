@@ -302,3 +302,28 @@ def test_reading_a_row_not_computed_is_an_error() -> None:
     empty = WordAttention(nothing, is_special, (0,), (0,), row_weights=rows[:, :, :0], row_positions=np.array([], int))
     with pytest.raises(AlignmentError, match=r"words \[0\]"):
         empty.word_rows([0])
+
+
+# --------------------------------------------------------------------------- stopping after the last kept layer
+@pytest.mark.parametrize("selective", [True, False])
+def test_the_pass_stops_after_the_last_kept_layer(models: dict[str, Path], selective: bool) -> None:
+    """Layers above the last one kept are never run (rows only and full maps alike), and the maps equal
+    those of a pass that runs every layer (``output_attentions=True``, the fallback path)."""
+    items = _sentences([6, 11])
+    extractor = AttentionExtractor.from_pretrained(models["bert"], device="cpu", progress=False, layers=[0],
+                                                   selective=selective)
+    reference = AttentionExtractor(extractor.model, extractor.tokenizer, device="cpu", progress=False, layers=[0],
+                                   selective=False)
+    reference._sites = False  # output_attentions=True: the whole model runs
+    ran: list[str] = []
+    handle = extractor.model.encoder.layer[1].register_forward_hook(lambda *args: ran.append("layer 2"))
+    try:
+        got = _pairs(extractor, items)
+        assert ran == [], "the layer above the last kept one ran"
+        want = _pairs(reference, items)
+        assert ran, "the control: a full pass runs it"
+    finally:
+        handle.remove()
+    for (sentence, a), (_, b) in zip(got, want, strict=True):
+        asked = _asked(sentence)
+        np.testing.assert_allclose(a.word_rows(asked), b.word_rows(asked), rtol=0, atol=2e-5)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -109,3 +110,30 @@ def test_iter_windows_streams_documents_in_order() -> None:
     docs = [doc_of([3, 3], "a"), doc_of([2], "b")]
     assert [(w.doc_id, w.index) for w in iter_windows(docs, one_token_per_word, 7, stride=3)] == [
         ("a", 0), ("a", 1), ("b", 0)]
+
+
+def test_counting_many_word_lists_at_once_gives_the_same_windows(tmp_path: Path) -> None:
+    """``count_many`` (one tokenizer call per document) gives the windows ``count_tokens`` alone gives,
+    over a real WordPiece tokenizer and a sentence too long for one window."""
+    from probes.extraction.extractor import AttentionExtractor
+    from tests.tiny_models import build
+
+    extractor = AttentionExtractor.from_pretrained(build("bert", tmp_path), device="cpu", progress=False)
+    words = ("the quick brown fox jumps over the lazy dog , un-believ-able !").split()
+    doc = Document("d", tuple(Sentence(f"d-{s}", tuple((words * 5)[s: s + n]), tuple(range(n)), ("dep",) * n)
+                              for s, n in enumerate([5, 12, 40, 3, 9, 0, 7])))
+    calls: list[int] = []
+
+    def many(word_lists):  # type: ignore[no-untyped-def]
+        calls.append(len(word_lists))
+        return extractor.count_tokens_many(word_lists)
+
+    assert extractor.count_tokens_many([list(s.words) for s in doc.sentences]) == \
+        [extractor.count_tokens(s.words) for s in doc.sentences]
+    for window, stride in ((24, None), (24, 5), (64, None)):
+        alone = document_windows(doc, extractor.count_tokens, window, stride=stride)
+        together = document_windows(doc, extractor.count_tokens, window, stride=stride, count_many=many)
+        assert [(w.start, w.end, w.n_tokens, w.split) for w in together] == \
+            [(w.start, w.end, w.n_tokens, w.split) for w in alone]
+        assert any(w.split for w in alone) == (window == 24)
+    assert calls[0] == 6  # the six sentences with words, in one call
