@@ -35,8 +35,11 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def _interrupt(args: list[str], cwd: Path) -> tuple[int, str]:
     """Start ``python -m probes ARGS``, send SIGINT once its progress bar counts sentences; (exit code, stderr)."""
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    # Ctrl-C's default disposition in the child, as in a terminal: a test run launched in the background
+    # without job control (`cmd &` in a script) ignores SIGINT, and an ignored signal stays ignored across exec.
     proc = subprocess.Popen([sys.executable, "-m", "probes", *args], cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert proc.stderr is not None
     os.set_blocking(proc.stderr.fileno(), False)
     seen, deadline = b"", time.monotonic() + 120
