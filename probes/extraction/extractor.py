@@ -44,6 +44,7 @@ longer than it runs alone.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import numbers
@@ -856,36 +857,34 @@ class AttentionExtractor:
             self._sites = _attention_modules(self.model, self.n_layers) or False
         return self._sites or None  # type: ignore[return-value]
 
-    def _forward_hooked(self, ids: torch.Tensor, mask: torch.Tensor, alignments: list[Alignment],
-                        modules: list[Any], index: int
-                        ) -> _Forward | None:
-        """One batch, each kept layer pooled by a hook as the model computes it; None when a hook got no weights."""
-        batch, n_tok = ids.shape
-        pooler = BatchPooler(alignments, n_tok, self.from_pool)
-        cuda = self.device.type == "cuda" or bool(getattr(self.model, "hf_device_map", None)) and \
+    def _pinned(self) -> bool:
+        """Whether batch results on the CPU are pinned: layers run on a CUDA device and copy into them."""
+        return self.device.type == "cuda" or bool(getattr(self.model, "hf_device_map", None)) and \
             torch.cuda.is_available()
-        out = torch.empty((batch, len(self.layers), len(self.heads), pooler.n_pos, pooler.n_pos),
-                          dtype=torch.float32, pin_memory=cuda)  # (B, L', H', n, n) on the CPU
-        tokens: list[npt.NDArray[np.float32] | None] = [None] * len(self.layers)  # L' x (B, H', T, T)
+
+    def _run_hooked(self, ids: torch.Tensor, mask: torch.Tensor, modules: list[Any], index: int,
+                    shape: tuple[int, ...], take: Callable[[int, torch.Tensor], None],
+                    context: Any = contextlib.nullcontext()) -> bool:
+        """Run the model on one batch (inside ``context``) with a forward hook on each kept layer's attention module
+        that hands the layer's weights of ``shape`` ``(B, H, R, T)`` (kept heads selected) to ``take(k, weights)``
+        and stops the pass after the last kept layer. False when a hook got no such weights."""
         captured: set[int] = set()
 
         def hook_for(k: int) -> Callable[..., None]:
             def hook(module: Any, args: Any, output: Any) -> None:
                 weights = output[index] if isinstance(output, (tuple, list)) and len(output) > index else None
-                if not isinstance(weights, torch.Tensor) or tuple(weights.shape) != (batch, self.n_heads, n_tok, n_tok):
+                if not isinstance(weights, torch.Tensor) or tuple(weights.shape) != shape:
                     return
                 if len(self.heads) != self.n_heads:
-                    weights = weights.index_select(1, self._head_index.to(weights.device))  # (B, H', T, T)
-                pooler.pool(weights, out=out[:, k])  # on the layer's device, then to the CPU
-                if self.keep_tokens:
-                    tokens[k] = weights.float().cpu().numpy()
+                    weights = weights.index_select(1, self._head_index.to(weights.device))  # (B, H', R, T)
+                take(k, weights)
                 captured.add(k)
                 self._stop_after(k)
             return hook
 
         handles = [modules[layer].register_forward_hook(hook_for(k)) for k, layer in enumerate(self.layers)]
         try:
-            with torch.inference_mode():
+            with torch.inference_mode(), context:
                 self.model(input_ids=ids, attention_mask=mask, **self._model_kwargs())
         except _Captured:
             pass  # every kept layer is pooled: the rest of the model is not run
@@ -893,9 +892,28 @@ class AttentionExtractor:
             for handle in handles:
                 handle.remove()
         if len(captured) != len(self.layers):
+            return False
+        if self._pinned():
+            torch.cuda.synchronize()  # the non-blocking copies into the pinned results are done
+        return True
+
+    def _forward_hooked(self, ids: torch.Tensor, mask: torch.Tensor, alignments: list[Alignment],
+                        modules: list[Any], index: int
+                        ) -> _Forward | None:
+        """One batch, each kept layer pooled by a hook as the model computes it; None when a hook got no weights."""
+        batch, n_tok = ids.shape
+        pooler = BatchPooler(alignments, n_tok, self.from_pool)
+        out = torch.empty((batch, len(self.layers), len(self.heads), pooler.n_pos, pooler.n_pos),
+                          dtype=torch.float32, pin_memory=self._pinned())  # (B, L', H', n, n) on the CPU
+        tokens: list[npt.NDArray[np.float32] | None] = [None] * len(self.layers)  # L' x (B, H', T, T)
+
+        def take(k: int, weights: torch.Tensor) -> None:
+            pooler.pool(weights, out=out[:, k])  # on the layer's device, then to the CPU
+            if self.keep_tokens:
+                tokens[k] = weights.float().cpu().numpy()
+
+        if not self._run_hooked(ids, mask, modules, index, (batch, self.n_heads, n_tok, n_tok), take):
             return None
-        if cuda:
-            torch.cuda.synchronize()  # the non-blocking copies into ``out`` are done
         return out.numpy(), self._token_maps(tokens, alignments), None
 
     def _asked_tokens(self, alignments: list[Alignment], rows: Sequence[npt.NDArray[np.intp] | None] | None
@@ -943,47 +961,27 @@ class AttentionExtractor:
         targets = torch.from_numpy(asked[1])  # (B, R)
         pooler = BatchPooler(alignments, n_tok, self.from_pool)
         held = pooler.row_positions(targets)  # B x (P_b,)
-        cuda = self.device.type == "cuda" or bool(getattr(self.model, "hf_device_map", None)) and \
-            torch.cuda.is_available()
         width = max(1, max(len(p) for p in held))
         out = torch.empty((batch, len(self.layers), len(self.heads), width, pooler.n_pos),
-                          dtype=torch.float32, pin_memory=cuda)  # (B, L', H', P, n) on the CPU
-        captured: set[int] = set()
-        shape = (batch, self.n_heads, tokens.shape[1], n_tok)
+                          dtype=torch.float32, pin_memory=self._pinned())  # (B, L', H', P, n) on the CPU
 
-        def hook_for(k: int) -> Callable[..., None]:
-            def hook(module: Any, args: Any, output: Any) -> None:
-                weights = output[index] if isinstance(output, (tuple, list)) and len(output) > index else None
-                if not isinstance(weights, torch.Tensor) or tuple(weights.shape) != shape:
-                    return
-                if len(self.heads) != self.n_heads:
-                    weights = weights.index_select(1, self._head_index.to(weights.device))  # (B, H', R, T)
-                pooler.pool_rows(weights, targets, out=out[:, k])
-                captured.add(k)
-                self._stop_after(k)
-            return hook
+        def take(k: int, weights: torch.Tensor) -> None:
+            pooler.pool_rows(weights, targets, out=out[:, k])
 
-        handles = [modules[layer].register_forward_hook(hook_for(k)) for k, layer in enumerate(self.layers)]
         try:
-            with torch.inference_mode(), row_attention.asking(tokens):
-                self.model(input_ids=ids, attention_mask=mask, **self._model_kwargs())
-        except _Captured:
-            pass  # every kept layer is pooled: the rest of the model is not run
+            done = self._run_hooked(ids, mask, modules, index, (batch, self.n_heads, tokens.shape[1], n_tok), take,
+                                    row_attention.asking(tokens))
         except row_attention.RowsUnsupported as exc:
             log.debug("rows-only attention: %s; computing full maps with eager attention", exc)
             self._rows_ok = False
             return None
         finally:
-            for handle in handles:
-                handle.remove()
             self._switch("eager")  # whoever uses the model next (gradients, interventions) finds it as loaded
-        if len(captured) != len(self.layers):
+        if not done:
             log.debug("rows-only attention: the hooks got no rows; computing full maps with eager attention")
             self._rows_ok = False
             return None
         self._rows_ok = True
-        if cuda:
-            torch.cuda.synchronize()
         return out.numpy(), [None] * len(alignments), held
 
     def _forward_all_layers(self, ids: torch.Tensor, mask: torch.Tensor, alignments: list[Alignment]
