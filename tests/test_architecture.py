@@ -20,6 +20,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "probes"
 MAX_FUNCTION_LINES = 80
+MAX_MODULE_LINES = 600
+MAX_CLASS_LINES = 400
 MAX_FRONT_DOOR = 20
 
 #: Pipeline stages, lowest first (docs/architecture.md): a module may import its own stage and those
@@ -225,6 +227,30 @@ def test_no_function_longer_than_80_lines():
                 if n > MAX_FUNCTION_LINES:
                     long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {n} lines")
     assert not long, f"functions longer than {MAX_FUNCTION_LINES} lines (def to end):\n" + "\n".join(long)
+
+
+def _too_long(path: Path) -> list[str]:
+    """The module ``path`` if it has over MAX_MODULE_LINES lines, and its classes over MAX_CLASS_LINES
+    (``class`` to end, nested classes counted in theirs and on their own)."""
+    text = path.read_text(encoding="utf-8")
+    where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    found = [f"{where}: {len(text.splitlines())} lines"] if len(text.splitlines()) > MAX_MODULE_LINES else []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.ClassDef):
+            n = node.end_lineno - node.lineno + 1  # type: ignore[operator]
+            if n > MAX_CLASS_LINES:
+                found.append(f"{where}:{node.lineno} class {node.name}: {n} lines")
+    return found
+
+
+def test_no_module_over_600_lines_and_no_class_over_400(tmp_path: Path):
+    """Each part readable in one sitting (issue 23): no module of ``probes/`` over 600 lines, no class over 400."""
+    big = tmp_path / "big.py"  # the measure itself: a 401-line class in a 602-line module is caught twice
+    big.write_text("class Big:\n" + "    x = 1\n" * 400 + "\n" * 201, encoding="utf-8")
+    assert len(_too_long(big)) == 2
+    long = [line for path in MODULES.values() for line in _too_long(path)]
+    assert not long, (f"modules over {MAX_MODULE_LINES} lines or classes over {MAX_CLASS_LINES} lines:\n"
+                      + "\n".join(long))
 
 
 def _levels_up(node: ast.expr) -> int:

@@ -6,14 +6,15 @@ Each builder writes a hub-style folder (``config.json``, weights, ``tokenizer.js
 ``tokenizers`` library from a hand-written vocabulary (WordPiece) or trained on a
 few sentences (byte-level BPE, SentencePiece-style Unigram), so nothing is downloaded.
 
-Families covered (see :data:`BUILDERS`):
+Families covered (see :data:`BUILDERS`, keyed like :data:`probes.extraction.families.FAMILIES` by
+``config.model_type``; tests run on :func:`tiny_families`, read from that table):
 
 * ``bert``: WordPiece, uncased, ``[CLS] ... [SEP]``, encoder.
 * ``roberta``: byte-level BPE with the prefix space, ``<s> ... </s>``, encoder.
 * ``gpt2``: byte-level BPE, no special tokens added, causal decoder.
 * ``llama``: SentencePiece-style Unigram (``▁`` markers), BOS added, causal decoder with
   grouped-query attention (2 key/value heads for 4 query heads).
-* ``electra``, ``deberta`` (DeBERTa-v2, relative attention), ``modernbert`` (rotary, alternating
+* ``electra``, ``deberta-v2`` (relative attention), ``modernbert`` (rotary, alternating
   local/global attention): other encoder architectures, over the ``bert`` WordPiece tokenizer.
 
 Usage::
@@ -30,8 +31,8 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["BUILDERS", "CORPUS", "build", "build_bert", "build_roberta", "build_gpt2", "build_llama",
-           "build_electra", "build_deberta", "build_modernbert"]
+__all__ = ["BUILDERS", "CORPUS", "build", "tiny_families", "uses_attention_interface", "build_bert",
+           "build_roberta", "build_gpt2", "build_llama", "build_electra", "build_deberta", "build_modernbert"]
 
 #: Text the BPE and Unigram tokenizers are trained on; test sentences may use other words too.
 CORPUS = [
@@ -204,18 +205,35 @@ def build_modernbert(folder: Path, seed: int = 0) -> Path:
                                    global_attn_every_n_layers=2, local_attention=4, **ids)
 
 
-#: name -> builder(folder, seed) for every family above.
+#: ``config.model_type`` -> builder(folder, seed): the one registry of tiny models (a new family adds one line).
 BUILDERS: dict[str, Callable[..., Path]] = {
     "bert": build_bert,
     "roberta": build_roberta,
     "gpt2": build_gpt2,
     "llama": build_llama,
     "electra": build_electra,
-    "deberta": build_deberta,
+    "deberta-v2": build_deberta,
     "modernbert": build_modernbert,
 }
+
+
+def tiny_families() -> list[str]:
+    """The families of :data:`probes.extraction.families.FAMILIES` that have a tiny model, in table order."""
+    from probes.extraction.families import FAMILIES
+
+    return [name for name in FAMILIES if name in BUILDERS]
 
 
 def build(name: str, root: Path, seed: int = 0) -> Path:
     """Build tiny model ``name`` (a key of :data:`BUILDERS`) in ``root/name`` and return the folder."""
     return BUILDERS[name](Path(root) / name, seed)
+
+
+def uses_attention_interface(folder: Path) -> bool:
+    """Whether the model class of ``folder`` runs its attention through transformers' attention interface
+    (``_supports_attention_backend``, as transformers states it): the extractor's hooked and rows-only paths
+    need it; DeBERTa-v2 does not, and gets the ``output_attentions`` path and full maps."""
+    from transformers import AutoConfig, AutoModel
+
+    config = AutoConfig.from_pretrained(folder)
+    return bool(getattr(AutoModel._model_mapping[type(config)], "_supports_attention_backend", False))

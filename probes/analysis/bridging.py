@@ -54,7 +54,7 @@ from probes.extraction.windows import Window
 from probes.corpora.types import Bridge
 from probes.results import Result, head_axes, head_names, long_table
 
-__all__ = ["BridgingScores", "BridgingResult", "CREDITS", "OFFSETS", "MIN_LINKS", "BandGroup", "merge_bands",
+__all__ = ["BRIDGING_DEFINITIONS", "BridgingScores", "BridgingResult", "CREDITS", "OFFSETS", "MIN_LINKS", "BandGroup", "merge_bands",
            "Bands"]
 
 #: Which antecedent mentions an argmax may hit: any preceding one of the entity, or the reader's nearest one.
@@ -67,6 +67,26 @@ _BAND_LOW, _BAND_HIGH = (0, 1, 2, 3, 6), (0, 1, 2, 5, None)  # sentence distance
 
 #: One band name, several (summed), or None (every band).
 Bands = str | Sequence[str] | None
+
+
+#: What each number of the run record means (``run.json``'s ``definitions``).
+BRIDGING_DEFINITIONS = {
+    "argmax": "the anaphor head word's most attended other word (specials dropped, ties left-most) "
+              "is the antecedent's head word",
+    "mass": "per anaphor word: attention to the antecedent span's words / attention to all words "
+            "(special tokens excluded), averaged over the anaphor's words (Pandit & Hou 2021, "
+            "by word offsets instead of inline markers)",
+    "antecedent": "the Bridge's antecedent mention chosen by the reader (nearest earlier mention of "
+                  "the antecedent entity); a link is scored in the earliest window holding both",
+    "credit": {"any": "any: the argmax is right on the head word of any mention of the antecedent entity ending "
+                      "before the anaphor starts inside the window, or of the reader's antecedent",
+               "nearest": "nearest: the argmax is right only on the reader's antecedent's head word"},
+    "uniform_floor": "expected argmax accuracy of uniform attention over the candidate words (window words but "
+                     "the anaphor head): credited antecedent heads / candidate words",
+    "baselines": "nearest mention: head word of the mention (any entity) ending before the anaphor starts and "
+                 "starting last; offset k: the word k words from the anaphor head (k in -50..50, chosen on the "
+                 "selection data); the stronger of the two on the selection data is the one tested against",
+}
 
 
 def _band_index(bands: Bands) -> Any:

@@ -66,6 +66,8 @@ from probes.extraction.windows import Window
 from probes.results import Result, head_axes, head_names, long_table
 
 __all__ = [
+    "COREF_DEFINITIONS",
+    "SPLIT_ANTECEDENT_DEFINITIONS",
     "MENTION_TYPES",
     "DISTANCE_BANDS",
     "CANDIDATE_SETS",
@@ -101,6 +103,28 @@ _PRONOUNS: dict[str, tuple[str | None, str | None, str | None]] = {
     **{w: ("Sing", "Fem", "3") for w in ("she", "her", "hers", "herself")},
     **{w: ("Sing", "Neut", "3") for w in ("it", "its", "itself")},
     **{w: ("Plur", None, "3") for w in ("they", "them", "their", "theirs", "themselves")},
+}
+
+
+#: What each number of the run record means (``run.json``'s ``definitions``).
+COREF_DEFINITIONS = {
+    "evaluated": "a mention whose entity has a preceding mention (one ending before it starts) inside the "
+                 "window; scored once, in the earliest window holding it",
+    "antecedents": "the preceding mentions of the anaphor's entity; a mention containing or overlapping the "
+                   "anaphor is never its antecedent",
+    "baselines": "nearest mention, head-word match and rule-based sieve choose only among mentions that end "
+                 "before the anaphor starts (any entity), nearest = the one starting last",
+    "prediction": "argmax over candidate words of the anaphor head's row (specials dropped, self "
+                  "excluded, ties left-most); correct if it is the head word of any antecedent",
+    "mention_type": "head UPOS PRON or DET -> pronoun, PROPN -> proper, else nominal",
+}
+SPLIT_ANTECEDENT_DEFINITIONS = {
+    "any-part": "any-part: a mention whose entity has no earlier mention of its own in the window but has split "
+                "antecedents (GUM SplitAnte=) with earlier mentions there is evaluated, correct if the prediction "
+                "(or a baseline's pick) is the head word of an earlier mention of any part entity; counted in "
+                "via_split_antecedent",
+    "ignore": "ignore: SplitAnte is not used; a plural whose entity has no earlier mention of its own counts "
+              "as no_antecedent",
 }
 
 

@@ -68,17 +68,16 @@ def atlas_cli(
     overwrite: bool = options.overwrite_option(),
     progress: bool = options.progress_option(),
 ) -> None:
-    from probes.reports.record import check_out_dir
+    from probes.reports.writer import check_out_dir
     from probes.runs.atlas import atlas
-    from probes.runs.inputs import extraction_options
 
     out_dir = out or options.default_out(model, treebank, prefix="atlas-")
     check_out_dir(out_dir, "probes atlas", overwrite=overwrite)  # before the model runs
-    with extraction_options(**options.extraction(dtype, max_batch_tokens, max_attention_mb, device_map)):
-        result = atlas(model, treebank, corpus=corpus, select_on=select_on, js_sentences=js_sentences,
-                       clusters=clusters, counts=counts, word_level=word_level, grad_sentences=grad_sentences,
-                       example=example, batch_size=batch_size, device=device, on_long=on_long, limit=limit,
-                       progress=progress, record={"options": {"config": str(config) if config else None}})
+    result = atlas(model, treebank, corpus=corpus, select_on=select_on, js_sentences=js_sentences,
+                   clusters=clusters, counts=counts, word_level=word_level, grad_sentences=grad_sentences,
+                   example=example, batch_size=batch_size, device=device, on_long=on_long, limit=limit,
+                   progress=progress, record={"options": {"config": str(config) if config else None}},
+                   extraction=options.extraction(dtype, max_batch_tokens, max_attention_mb, device_map))
     paths = result.write(out_dir, figure_format=figure_format, overwrite=overwrite)
     typer.echo(result.format(), nl=False)
     typer.echo(f"Report: {paths['atlas.md']} and {paths['atlas.html']}  (all files in {Path(out_dir)})")

@@ -28,7 +28,7 @@ _ON_LONG_HELP = ("Windows still longer than the model's maximum: skip, truncate 
 
 def _out_dir(out: Path | None, command: str, model: str, treebank: str, overwrite: bool) -> Path:
     """``out`` (default ``runs/COMMAND-MODEL-DATA``), checked before any work: never other files overwritten."""
-    from probes.reports.record import check_out_dir
+    from probes.reports.writer import check_out_dir
 
     out_dir = out or options.default_out(model, treebank, prefix=f"{command}-")
     check_out_dir(out_dir, command, overwrite=overwrite)
@@ -84,14 +84,13 @@ def coref(
 ) -> None:
     """Antecedent-selection accuracy of every head, with nearest / head-match / rule-based baselines."""
     from probes.runs.coreference import coreference
-    from probes.runs.inputs import extraction_options
 
     out_dir = _out_dir(out, "coref", model, treebank, overwrite)
-    with extraction_options(**options.extraction(dtype, max_batch_tokens, max_attention_mb, device_map)):
-        run = coreference(model, treebank, select_on=select_on, window=window, stride=stride, candidates=candidates,
-                          direction=direction, antecedents=antecedents, singletons=singletons,
-                          split_antecedents=split_antecedents, batch_size=batch_size, device=device,
-                          revision=revision, on_long=on_long, limit=limit, n_resamples=n_resamples, progress=progress)
+    run = coreference(model, treebank, select_on=select_on, window=window, stride=stride, candidates=candidates,
+                      direction=direction, antecedents=antecedents, singletons=singletons,
+                      split_antecedents=split_antecedents, batch_size=batch_size, device=device,
+                      revision=revision, on_long=on_long, limit=limit, n_resamples=n_resamples, progress=progress,
+                      extraction=options.extraction(dtype, max_batch_tokens, max_attention_mb, device_map))
     _report(run, out_dir, figures=figures, figure_format=figure_format, overwrite=overwrite)
 
 
@@ -130,13 +129,11 @@ def bridging(
 ) -> None:
     """Bridging: argmax accuracy and Pandit & Hou attention-mass ratio of every head, by sentence distance."""
     from probes.runs.coreference import bridging as run_bridging
-    from probes.runs.inputs import extraction_options
 
     out_dir = _out_dir(out, "bridging", model, treebank, overwrite)
-    with extraction_options(**options.extraction(dtype, max_batch_tokens, max_attention_mb, device_map)):
-        run = run_bridging(model, treebank, select_on=select_on, window=window, stride=stride, direction=direction,
-                           credit=credit, min_links=min_links, batch_size=batch_size, device=device,
-                           revision=revision, on_long=on_long, limit=limit, n_resamples=n_resamples,
-                           progress=progress)
+    run = run_bridging(model, treebank, select_on=select_on, window=window, stride=stride, direction=direction,
+                       credit=credit, min_links=min_links, batch_size=batch_size, device=device,
+                       revision=revision, on_long=on_long, limit=limit, n_resamples=n_resamples, progress=progress,
+                       extraction=options.extraction(dtype, max_batch_tokens, max_attention_mb, device_map))
     _report(run, out_dir, figures=figures, figure_format=figure_format,
             overwrite=overwrite)

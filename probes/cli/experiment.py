@@ -40,11 +40,14 @@ def run_cli(
     experiment: Path = typer.Argument(..., metavar="EXPERIMENT.toml", help="The experiment file."),
     out: Optional[Path] = options.out_option(help="Run folder (default: the file's `out`, else runs/NAME)."),
     fresh: bool = typer.Option(False, "--fresh", help="Recompute every unit, even those saved with the same key."),
+    limit: Optional[int] = options.limit_option(
+        help="Read at most N sentences (documents) of each dataset in every unit (default: all); part of each "
+             "unit's key, so a limited run and a full run never share saved units."),
     progress: bool = options.progress_option(),
 ) -> None:
     from probes.runs.experiment import run_experiment
 
-    run = run_experiment(experiment, out=out, progress=progress, fresh=fresh)
+    run = run_experiment(experiment, out=out, progress=progress, fresh=fresh, limit=limit)
     typer.echo(run.format())
     folder = Path(run.record["experiment"]["out"])
     typer.echo(f"Report: {folder / 'report.md'} and {folder / 'report.html'}")

@@ -63,7 +63,7 @@ def extract_cli(
         model, revision=revision, device=device, batch_size=batch_size,
         layers=keep_layers, heads=keep_heads, from_pool=from_pool,
         max_length=max_length, on_long=on_long, progress=progress and world.is_main,
-        **options.extraction(dtype, max_batch_tokens, max_attention_mb, device_map))
+        extraction=options.extraction(dtype, max_batch_tokens, max_attention_mb, device_map))
     sentences = itertools.islice(read_treebank(path), limit)
     result = extract_to_store(extractor, sentences, store, shard_size=shard_size, source=path, world=world)
     if not world.is_main:

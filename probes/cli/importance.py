@@ -95,7 +95,7 @@ def importance_cli(
     overwrite: bool = options.overwrite_option(),
     progress: bool = options.progress_option(),
 ) -> None:
-    from probes.reports.record import check_out_dir
+    from probes.reports.writer import check_out_dir
     from probes.runs.importance import importance
 
     out_dir = out or options.default_out(model, treebank, prefix="importance-")
@@ -140,7 +140,7 @@ def prune_cli(
     overwrite: bool = options.overwrite_option(),
     progress: bool = options.progress_option(),
 ) -> None:
-    from probes.reports.record import check_out_dir
+    from probes.reports.writer import check_out_dir
     from probes.runs.importance import prune
 
     out_dir = out or options.default_out(model, treebank, prefix="prune-")

@@ -13,6 +13,8 @@ from typing import Any, Optional
 import typer
 
 from probes.corpora.formats import FORMAT_FILES
+from probes.reports.writer import FIGURE_FORMATS
+from probes.runs.extraction_options import DEFAULT_ATTENTION_MB, ExtractionOptions
 
 __all__ = [
     "FILE_FORMATS", "DATA_HELP", "MODEL_HELP", "DEVICE_HELP", "split_list", "default_out", "apply_config",
@@ -33,16 +35,14 @@ MODEL_HELP = ("Model folder, package:NAME (a model shipped in a Python package, 
 DEVICE_HELP = "cpu, cuda, cuda:1 ... (default: cuda if available)."
 #: ``--on-long`` values (the extractor's ``ON_LONG``; kept here so parsing needs no torch import).
 ON_LONG = ("skip", "truncate", "window")
-#: ``--figure-format`` values.
-FIGURE_FORMATS = ("png", "svg", "pdf")
 ON_LONG_HELP = ("Inputs longer than the model's maximum: skip, truncate or window (overlapping windows); "
                 "each one is counted and named by id in the summary, the report and run.json.")
 LIMIT_HELP = "Read at most N sentences of each data split (default: all)."
 #: ``--dtype`` values (the extractor's ``DTYPES``; kept here so parsing needs no torch import).
 DTYPES = ("float32", "float16", "bfloat16")
 MAX_BATCH_TOKENS_HELP = "Padded tokens (inputs x longest) per forward pass (bounds memory whatever the lengths)"
-#: The extractor's default ``max_attention_mb`` (``DEFAULT_ATTENTION_MB``; here so parsing needs no torch import).
-MAX_ATTENTION_MB = 2048.0
+#: The extractor's default ``max_attention_mb`` (from :mod:`probes.runs.extraction_options`: no torch import).
+MAX_ATTENTION_MB = DEFAULT_ATTENTION_MB
 
 
 def parse_indices(text: Optional[str], flag: str) -> Optional[list[int]]:
@@ -244,7 +244,8 @@ def device_map_option(*, panel: str | None = None) -> Any:
 
 
 def extraction(dtype: str, max_batch_tokens: Optional[int], max_attention_mb: float,
-               device_map: Optional[str]) -> dict[str, Any]:
-    """The extractor options of a command, for :func:`probes.runs.inputs.extraction_options` (``0`` MB: no budget)."""
-    return {"dtype": dtype, "max_batch_tokens": max_batch_tokens,
-            "max_attention_mb": max_attention_mb or None, "device_map": device_map}
+               device_map: Optional[str]) -> ExtractionOptions:
+    """A command's ``--dtype``, ``--max-batch-tokens``, ``--max-attention-mb`` (``0``: no budget) and
+    ``--device-map``, as the one ``extraction`` argument of its run function (checked there, once)."""
+    return ExtractionOptions(dtype=dtype, max_batch_tokens=max_batch_tokens,
+                             max_attention_mb=max_attention_mb or None, device_map=device_map)

@@ -95,18 +95,17 @@ def probe_cli(
     right-branching, random-init control; paired tests between them), per_head.{md,csv,json} and per_head_scores.csv (per-head relation probes),
     label.{md,csv} (per-head label probes), figures/ and run.json to --out. Layers and heads are 1-based.
     """
-    from probes.reports.record import check_out_dir
-    from probes.runs.inputs import extraction_options
+    from probes.reports.writer import check_out_dir
     from probes.runs.probing import probe as run_probe
 
     out_dir = out or Path("runs") / ("probe-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(str(model or store_train)).name))
     check_out_dir(out_dir, "probes probe", overwrite=overwrite)  # before any work
-    with extraction_options(**extraction(dtype, max_batch_tokens, max_attention_mb, device_map)):
-        run = run_probe(model, train, eval_, train_store=store_train, eval_store=store_eval, select_on=select_on,
-                        select_store=store_select, kinds=split_list(probe) or ["all"], vectors=vectors, epochs=epochs,
-                        control=control_task if control else False, random_init=random_init, max_train=max_train,
-                        max_eval=max_eval, limit=limit, min_count=min_count, batch_size=batch_size, device=device,
-                        on_long=on_long, seed=seed, seeds=seeds, progress=progress)
+    run = run_probe(model, train, eval_, train_store=store_train, eval_store=store_eval, select_on=select_on,
+                    select_store=store_select, kinds=split_list(probe) or ["all"], vectors=vectors, epochs=epochs,
+                    control=control_task if control else False, random_init=random_init, max_train=max_train,
+                    max_eval=max_eval, limit=limit, min_count=min_count, batch_size=batch_size, device=device,
+                    on_long=on_long, seed=seed, seeds=seeds, progress=progress,
+                    extraction=extraction(dtype, max_batch_tokens, max_attention_mb, device_map))
     paths = run.write(out_dir, figures=figures, figure_format=figure_format, overwrite=overwrite)
     typer.echo(run.format(), nl=False)
     typer.echo(run.notes())

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import logging
+import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -77,51 +77,43 @@ def leaderboard_cli(
     overwrite: bool = options.overwrite_option(),
     progress: bool = options.progress_option(),
 ) -> None:
-    from probes.reports.record import check_out_dir
-    from probes.runs.inputs import extraction_options
-    from probes.runs.leaderboard import check_analyses, leaderboard
+    from probes.reports.writer import check_out_dir
+    from probes.runs.leaderboard import leaderboard
 
-    extra = check_analyses(options.split_list(analyses))  # before the model loads
-
-    _check_sources(model, treebank, select_on, store, select_store)
     if out is not None:  # refuse a folder holding other files now, not after the model ran
         check_out_dir(out, "probes leaderboard", overwrite=overwrite)
-    with extraction_options(**options.extraction(dtype, max_batch_tokens, max_attention_mb, device_map)):
-        board = leaderboard(
-            model, treebank, select_on=select_on, store=store, select_store=select_store,
-            relations=options.split_list(relations) or None, min_count=min_count,
-            exclude=[e for e in exclude.split(",") if e], poss_rule=poss_rule, batch_size=batch_size, device=device,
-            on_long=on_long, limit=limit, progress=progress, preload_figures=figures, analyses=extra,
-            record={"command": "probes leaderboard", "options": {"config": str(config) if config else None}})
+    # the sources, the analyses and the extractor options are checked once, by the library, before any work
+    board = leaderboard(
+        model, treebank, select_on=select_on, store=store, select_store=select_store,
+        relations=options.split_list(relations) or None, min_count=min_count,
+        exclude=[e for e in exclude.split(",") if e], poss_rule=poss_rule, batch_size=batch_size, device=device,
+        on_long=on_long, limit=limit, progress=progress, preload_figures=figures, analyses=options.split_list(analyses),
+        extraction=options.extraction(dtype, max_batch_tokens, max_attention_mb, device_map),
+        record={"command": "probes leaderboard", "options": {"config": str(config) if config else None}})
     out_dir = out or options.default_out(str(board.record.get("model") or store), board.reported_on)
+    t0 = time.perf_counter()
     paths = board.write(out_dir, figures=figures, figure_format=figure_format, overwrite=overwrite)
-    t = json.loads(paths["run.json"].read_text(encoding="utf-8"))["timings"]
+    writing_s = time.perf_counter() - t0
     typer.echo(board.format("text"), nl=False)
     typer.echo("Layers and heads are 1-based.")
     typer.echo(board.notes())
-    typer.echo(f"Timings: {'reading the store' if store is not None else 'extraction'} {t['extraction_s']:.1f} s, "
-               f"scoring {t['scoring_s']:.2f} s, writing {t['writing_s']:.2f} s "
-               f"(overhead {100 * t['overhead_fraction']:.1f}% of extraction).")
-    for name in extra:
+    typer.echo(_timings(board.record["timings"], writing_s, "reading the store" if store is not None else "extraction"))
+    for name in board.analyses:
         typer.echo(f"Analysis {name}: saved in {paths[f'analyses/{name}']} (probes.load(path) reads it back)")
     typer.echo(f"Report: {paths['leaderboard.md']}  (all files in {Path(out_dir)})")
 
 
-def _check_sources(model: Optional[str], treebank: Optional[str], select_on: Optional[str],
-                   store: Optional[Path], select_store: Optional[Path]) -> None:
-    """The data flags go in two sets: --model with --treebank/--select-on, or --store with --select-store."""
-    if (model is None) == (store is None):
-        raise ConfigError("give exactly one of --model (run a model on --treebank) or --store (read attention "
-                          "stored by `probes extract`)")
-    if store is not None and (treebank is not None or (select_on is not None and select_on != "same")):
-        raise ConfigError("--store holds its sentences: drop --treebank/--select-on (use --select-store for "
-                          "the selection split)")
-    if model is not None and select_store is not None:
-        raise ConfigError("--select-store goes with --store; with --model use --select-on")
-    if select_on == "same" and select_store is not None:
-        raise ConfigError("--select-on same selects on the report data: drop --select-store")
-    if model is not None and treebank is None:
-        raise ConfigError("--treebank is required with --model (the data to report on)")
+def _timings(timings: Any, writing_s: float, reading: str) -> str:
+    """The timings line: the run's extraction and scoring (its record) and the writing just done.
+
+    Overhead is (scoring + writing) / extraction, as in ``run.json``. The writing timed here is the whole
+    ``board.write``: a little more than ``run.json``'s ``writing_s``, which cannot hold preparing the folder
+    or writing ``run.json`` itself.
+    """
+    extraction_s, scoring_s = timings["extraction_s"], timings["scoring_s"]
+    overhead = (scoring_s + writing_s) / max(extraction_s, 1e-9)
+    return (f"Timings: {reading} {extraction_s:.1f} s, scoring {scoring_s:.2f} s, writing {writing_s:.2f} s "
+            f"(overhead {100 * overhead:.1f}% of extraction).")
 
 
 @app.command("baselines")
@@ -172,7 +164,7 @@ def demo_cli(
     progress: bool = options.progress_option(False),
 ) -> None:
     """Run the whole pipeline offline: all-MiniLM-L6-v2 on the shipped sample corpus (silver parses)."""
-    from probes.reports.record import check_out_dir
+    from probes.reports.writer import check_out_dir
     from probes.runs.demo import demo
 
     check_out_dir(out, "probes demo", overwrite=overwrite)  # before the model runs

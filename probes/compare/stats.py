@@ -1,17 +1,18 @@
 """Small vectorised statistics of the comparison: Spearman's rho per row, Holm per row, bootstrap p-values.
 
-Every bootstrap of :mod:`probes.compare` draws with :func:`probes.heads.intervals.resample_counts` (the same seed
-gives the same draws, so two quantities computed from one set of draws are paired) and reports 95% percentile
-intervals (:func:`interval`).
+Spearman's rho, Holm and the normal p-value are :mod:`probes.heads.inference`'s (scipy's ranks, correlation
+and normal distribution; the package's one Holm), so every stage computes them one way. Every bootstrap of
+:mod:`probes.compare` draws with :func:`probes.heads.intervals.resample_counts` (the same seed gives the same
+draws, so two quantities computed from one set of draws are paired) and reports 95% percentile intervals
+(:func:`interval`).
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import numpy.typing as npt
 
+from probes.heads.inference import holm, p_from_z, spearman_rows
 from probes.heads.intervals import percentile_interval
 
 __all__ = ["spearman_rows", "holm_rows", "bootstrap_p", "interval", "BOOTSTRAP_P"]
@@ -21,38 +22,10 @@ BOOTSTRAP_P = ("two-sided p from the bootstrap standard error: z = estimate / sd
                "(normal approximation, so a p below 1 / draws can still be told apart)")
 
 
-def _ranks(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """Average ranks along the last axis (ties share their mean rank)."""
-    from scipy.stats import rankdata
-
-    return np.asarray(rankdata(values, axis=-1), dtype=np.float64)
-
-
-def spearman_rows(a: npt.ArrayLike, b: npt.ArrayLike) -> npt.NDArray[np.float64]:
-    """``(...,)`` Spearman's rho between ``a`` and ``b`` ``(..., N)`` along the last axis (average ranks for
-    ties); NaN where either side is constant or ``N < 2``. Inputs must hold no NaN."""
-    x, y = _ranks(np.asarray(a, dtype=np.float64)), _ranks(np.asarray(b, dtype=np.float64))
-    x = x - x.mean(axis=-1, keepdims=True)
-    y = y - y.mean(axis=-1, keepdims=True)
-    den = np.sqrt((x ** 2).sum(axis=-1) * (y ** 2).sum(axis=-1))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(den > 0, (x * y).sum(axis=-1) / np.where(den > 0, den, 1.0), np.nan)
-
-
 def holm_rows(p_values: npt.ArrayLike) -> npt.NDArray[np.float64]:
-    """Holm-adjusted p-values of every row of ``p_values`` ``(R, m)`` (as :func:`probes.heads.inference.holm`
+    """Holm-adjusted p-values of every row of ``p_values`` ``(R, m)`` (:func:`probes.heads.inference.holm`
     on each row: NaN entries are not tests and stay NaN)."""
-    p = np.atleast_2d(np.asarray(p_values, dtype=np.float64))
-    order = np.argsort(np.where(np.isnan(p), np.inf, p), axis=1, kind="stable")  # NaN last
-    ranked = np.take_along_axis(p, order, axis=1)  # (R, m)
-    m = (~np.isnan(p)).sum(axis=1, keepdims=True)  # (R, 1) tests per row
-    factor = m - np.arange(p.shape[1])[None, :]  # (R, m)
-    scaled = np.where(np.isnan(ranked), -np.inf, factor * ranked)
-    adjusted = np.minimum(1.0, np.maximum.accumulate(scaled, axis=1))
-    adjusted = np.where(np.isnan(ranked), np.nan, adjusted)
-    out = np.empty_like(p)
-    np.put_along_axis(out, order, adjusted, axis=1)
-    return out
+    return holm(np.atleast_2d(np.asarray(p_values, dtype=np.float64)))
 
 
 def bootstrap_p(draws: npt.ArrayLike, value: float) -> float:
@@ -67,7 +40,7 @@ def bootstrap_p(draws: npt.ArrayLike, value: float) -> float:
     se = float(d.std(ddof=1))
     if se == 0:
         return 1.0 if value == 0 else 0.0
-    return float(math.erfc(abs(value) / se / math.sqrt(2.0)))  # 2 (1 - Phi(|z|))
+    return float(p_from_z(value / se))  # 2 (1 - Phi(|z|))
 
 
 def interval(draws: npt.ArrayLike) -> tuple[float, float]:

@@ -1,4 +1,5 @@
-"""The front doors: :func:`read_treebank` and :func:`read_documents` pick the reader by format."""
+"""The front doors: :func:`read_treebank` and :func:`read_documents` pick the reader from the formats table
+(:data:`probes.corpora.formats.FORMAT_TABLE`)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Iterator
 from os import PathLike
 from typing import Any
 
-from probes.corpora.formats import TREEBANK_READERS, detect_format, treebank_reader
+from probes.corpora.formats import detect_format, document_reader, format_of, treebank_reader
 from probes.corpora.readreport import ReadReport, check_on_error
 from probes.corpora.registry import is_registry_name, resolve_treebank
 from probes.corpora.types import Document, Sentence
@@ -41,15 +42,14 @@ def read_treebank(
     check_on_error(on_error)
     path = _resolve(path)
     fmt = detect_format(path, format)
-    if fmt in TREEBANK_READERS:
-        if fmt != "spacy":
-            _no_options(fmt, options)
+    spec = format_of(fmt)
+    if not spec.options:
+        _no_options(fmt, options)
+    if spec.sentences is not None:
         return treebank_reader(fmt)(path, on_error=on_error, report=report, **options)
-    from probes.corpora.conll2012 import read_conll2012
-
     return (
         s
-        for doc in read_conll2012(path, on_error=on_error, report=report, **options)
+        for doc in document_reader(fmt)(path, on_error=on_error, report=report, **options)
         for s in doc.sentences
     )
 
@@ -75,16 +75,10 @@ def read_documents(
     check_on_error(on_error)
     path = _resolve(path)
     fmt = detect_format(path, format)
-    if fmt == "conllu":
-        from probes.corpora.coref import read_corefud
-
+    reader = document_reader(fmt)
+    if not format_of(fmt).options:
         _no_options(fmt, options)
-        return read_corefud(path, on_error=on_error, report=report)
-    if fmt == "conll2012":
-        from probes.corpora.conll2012 import read_conll2012
-
-        return read_conll2012(path, on_error=on_error, report=report, **options)
-    raise ConfigError(f"read_documents: expected a conllu or conll2012 file, found format {fmt!r}")
+    return reader(path, on_error=on_error, report=report, **options)
 
 
 def _resolve(path: str | PathLike[str]) -> str | PathLike[str]:

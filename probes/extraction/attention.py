@@ -9,19 +9,22 @@ import numpy as np
 import numpy.typing as npt
 
 from probes.errors import AlignmentError
+from probes.extraction.families import word_start_marks
 
 __all__ = ["TokenAttention", "WordAttention", "PUNCT_TOKENS", "is_punct_token"]
 
-#: Clark et al.'s punctuation tokens: a token that is exactly "." or "," ...
+#: Clark et al.'s punctuation tokens: a token that is exactly "." or "," once the mark a tokenizer puts on a
+#: word's first token is taken off (the families' :attr:`~probes.extraction.families.Family.word_start`:
+#: byte-level BPE "Ġ", SentencePiece "▁"), so that "Ġ." of RoBERTa or GPT-2 counts as WordPiece's "." does.
 PUNCT_TOKENS: frozenset[str] = frozenset({".", ","})
-#: ... once the mark a tokenizer puts on a word's first token is taken off (byte-level BPE "Ġ", SentencePiece
-#: "▁"), so that "Ġ." of RoBERTa or GPT-2 counts as WordPiece's "." does.
-WORD_START_MARKS: tuple[str, ...] = ("Ġ", "▁")
+_PUNCT_ENDINGS: tuple[str, ...] = tuple(PUNCT_TOKENS)
 
 
 def is_punct_token(token: str) -> bool:
     """Whether ``token`` is "." or "," (after its word-start mark, if any)."""
-    for mark in WORD_START_MARKS:
+    if not token.endswith(_PUNCT_ENDINGS):  # a mark comes off the front: the end must be "." or "," already
+        return False
+    for mark in word_start_marks():
         if token.startswith(mark):
             token = token[len(mark):]
             break

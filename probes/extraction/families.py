@@ -1,7 +1,8 @@
 """Model-family facts in one place: what differs between BERT, RoBERTa, GPT-2, Llama ... and where.
 
 Everything the rest of ``probes`` needs to know about a Hugging Face architecture beyond the
-common ``transformers`` API lives here, so a new model family is one entry in the tables below:
+common ``transformers`` API lives here, so a new model family is one :class:`Family` entry in
+:data:`FAMILIES` (every function below, the extractor, interventions and the atlas read it at call time):
 
 * the configuration: layers, heads and position limits under their several names
   (:func:`text_config`, :func:`n_layers`, :func:`n_heads`, :func:`position_limits`);
@@ -14,7 +15,9 @@ common ``transformers`` API lives here, so a new model family is one entry in th
   of the heads' outputs, i.e. the attention output projection (:func:`head_sites`);
 * what uniform attention needs (:func:`value_sites`): per layer, the value projection (separate, or
   one chunk of a fused q/k/v projection), the key/value heads of grouped-query attention and the keys a
-  query may see (causal decoders, sliding windows).
+  query may see (causal decoders, sliding windows);
+* the marks tokenizers put on word pieces (:func:`word_start_marks`, :func:`continuation_marks`), which
+  :func:`probes.extraction.attention.is_punct_token` and the atlas's word labels take off.
 
 No torch import at module level: the functions take loaded models and tokenizers.
 """
@@ -22,50 +25,60 @@ No torch import at module level: the functions take loaded models and tokenizers
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from probes.errors import ConfigError
 
-__all__ = ["DECODER_MODEL_TYPES", "HEAD_OUTPUT_MODULES", "POSITION_EMBEDDING_MODULES", "NO_MAX_LENGTH",
-           "HeadSite", "text_config", "n_layers", "n_heads", "head_dim", "is_decoder", "is_byte_level",
-           "position_limits", "embedding_parameters", "head_sites", "VALUE_MODULES", "ValueSite", "n_kv_heads",
-           "key_window", "value_sites"]
-
-#: ``config.model_type`` of causal decoders whose configs do not all say ``is_decoder``.
-DECODER_MODEL_TYPES: frozenset[str] = frozenset(
-    {"gpt2", "llama", "mistral", "qwen2", "qwen3", "gemma", "gpt_neox"})
+__all__ = ["Family", "FAMILIES", "family_of", "word_start_marks", "continuation_marks", "DECODER_MODEL_TYPES",
+           "HEAD_OUTPUT_MODULES", "POSITION_EMBEDDING_MODULES", "NO_MAX_LENGTH", "HeadSite", "text_config", "n_layers",
+           "n_heads", "head_dim", "is_decoder", "is_byte_level", "position_limits", "embedding_parameters",
+           "head_sites", "VALUE_MODULES", "ValueSite", "n_kv_heads", "key_window", "value_sites"]
 
 #: Tokenizers report a huge ``model_max_length`` (about 1e30) when they have none.
 NO_MAX_LENGTH = 10**8
 
-_BERT_LIKE = ("encoder.layer", "attention.output.dense")
-_LLAMA_LIKE = ("layers", "self_attn.o_proj")
 
-#: ``model_type`` -> (the layer list in the base model, the attention output projection in a layer).
-#: The projection's input is ``(..., n_heads * head_dim)``, head ``h`` at ``[h * head_dim, (h + 1) * head_dim)``.
-HEAD_OUTPUT_MODULES: dict[str, tuple[str, str]] = {
-    "bert": _BERT_LIKE,
-    "roberta": _BERT_LIKE,
-    "xlm-roberta": _BERT_LIKE,
-    "camembert": _BERT_LIKE,
-    "electra": _BERT_LIKE,
-    "deberta-v2": _BERT_LIKE,
-    "modernbert": ("layers", "attn.Wo"),
-    "gpt2": ("h", "attn.c_proj"),
-    "llama": _LLAMA_LIKE,
-    "mistral": _LLAMA_LIKE,
-    "qwen2": _LLAMA_LIKE,
-    "qwen3": _LLAMA_LIKE,
-    "gemma": _LLAMA_LIKE,
-}
+@dataclass(frozen=True)
+class Family:
+    """What one model family (one ``config.model_type``) needs beyond the common ``transformers`` API.
 
-_BERT_VALUE = ("attention.self.value", None)
-_LLAMA_VALUE = ("self_attn.v_proj", None)
+    Module paths are relative: ``layers`` to the base model, the others to one layer of it.
 
-#: ``model_type`` -> (the value projection in a layer, ``(part, parts)`` when q, k and v come from one fused
-#: projection whose output's last dimension is ``parts`` equal chunks with the values in chunk ``part``,
-#: else ``None``). Within the values, head ``h`` is at ``[h * head_dim, (h + 1) * head_dim)``.
+    Attributes:
+        decoder: a causal decoder, run without a key/value cache, whatever its config says about ``is_decoder``.
+        layers: the list of transformer layers in the base model (None: no head interventions).
+        head_output: the attention output projection in a layer; its input is ``(..., n_heads * head_dim)``,
+            head ``h`` at ``[h * head_dim, (h + 1) * head_dim)`` (the seam for head interventions).
+        values: the value projection in a layer, or the fused q/k/v projection (None: no uniform attention).
+        fused: ``(part, parts)`` when ``values`` is one fused projection whose output's last dimension is
+            ``parts`` equal chunks with the values in chunk ``part``; None for a separate value projection.
+        symmetric_window: sliding-window layers see ``sliding_window`` keys on each side of the query (ModernBERT's
+            local layers), not the window up to the query (Mistral, Qwen2 ...).
+        position_embeddings: last name of the module holding absolute position embeddings (None: rotary or
+            relative positions), kept by the random-initialisation control.
+        word_start: marks the family's tokenizer puts on a word's first token (byte-level BPE ``"Ġ"``,
+            SentencePiece ``"▁"``), taken off before a token is compared with "." or "," or shown as a label.
+        continuation: marks on a word's later tokens (WordPiece ``"##"``), taken off in labels.
+    """
+
+    decoder: bool = False
+    layers: str | None = None
+    head_output: str | None = None
+    values: str | None = None
+    fused: tuple[int, int] | None = None
+    symmetric_window: bool = False
+    position_embeddings: str | None = None
+    word_start: tuple[str, ...] = ()
+    continuation: tuple[str, ...] = ()
+
+
+_BERT = Family(layers="encoder.layer", head_output="attention.output.dense", values="attention.self.value",
+               position_embeddings="position_embeddings", continuation=("##",))
+_LLAMA = Family(decoder=True, layers="layers", head_output="self_attn.o_proj", values="self_attn.v_proj",
+                word_start=("▁",))
+
+#: ``config.model_type`` -> its :class:`Family`: the one table a new model family is added to.
 #:
 #: What uniform attention needed, per family:
 #:
@@ -78,24 +91,59 @@ _LLAMA_VALUE = ("self_attn.v_proj", None)
 #: * llama, mistral, qwen2/3, gemma: ``self_attn.v_proj`` with grouped-query attention (query head ``h``
 #:   reads key/value head ``h // (H / KV)``); causal; sliding layers (``layer_types``, or every layer when
 #:   ``sliding_window`` is set without ``layer_types``) see ``i - W < j <= i``.
-VALUE_MODULES: dict[str, tuple[str, tuple[int, int] | None]] = {
-    "bert": _BERT_VALUE,
-    "roberta": _BERT_VALUE,
-    "xlm-roberta": _BERT_VALUE,
-    "camembert": _BERT_VALUE,
-    "electra": _BERT_VALUE,
-    "deberta-v2": ("attention.self.value_proj", None),
-    "modernbert": ("attn.Wqkv", (2, 3)),
-    "gpt2": ("attn.c_attn", (2, 3)),
-    "llama": _LLAMA_VALUE,
-    "mistral": _LLAMA_VALUE,
-    "qwen2": _LLAMA_VALUE,
-    "qwen3": _LLAMA_VALUE,
-    "gemma": _LLAMA_VALUE,
+#: * gpt_neox: a decoder only (its fused q/k/v interleaves the heads: no interventions yet).
+FAMILIES: dict[str, Family] = {
+    "bert": _BERT,
+    "roberta": replace(_BERT, continuation=(), word_start=("Ġ",)),
+    "xlm-roberta": replace(_BERT, continuation=(), word_start=("▁",)),
+    "camembert": replace(_BERT, continuation=(), word_start=("▁",)),
+    "electra": _BERT,
+    "deberta-v2": replace(_BERT, values="attention.self.value_proj", continuation=(), word_start=("▁",)),
+    "modernbert": Family(layers="layers", head_output="attn.Wo", values="attn.Wqkv", fused=(2, 3),
+                         symmetric_window=True, word_start=("Ġ",)),
+    "gpt2": Family(decoder=True, layers="h", head_output="attn.c_proj", values="attn.c_attn", fused=(2, 3),
+                   position_embeddings="wpe", word_start=("Ġ",)),
+    "llama": replace(_LLAMA, word_start=("▁", "Ġ")),  # Llama 2: SentencePiece; Llama 3: byte-level BPE
+    "mistral": _LLAMA,
+    "qwen2": replace(_LLAMA, word_start=("Ġ",)),
+    "qwen3": replace(_LLAMA, word_start=("Ġ",)),
+    "gemma": _LLAMA,
+    "gpt_neox": Family(decoder=True, word_start=("Ġ",)),
 }
 
+
+def family_of(model_or_config: Any) -> Family | None:
+    """The :class:`Family` of a model or config by its ``model_type`` (None for a family not in :data:`FAMILIES`)."""
+    return FAMILIES.get(getattr(text_config(model_or_config), "model_type", None) or "")
+
+
+def _marks(field: str) -> tuple[str, ...]:
+    """Every family's marks of one kind, in table order, each once."""
+    return tuple(dict.fromkeys(mark for family in FAMILIES.values() for mark in getattr(family, field)))
+
+
+def word_start_marks() -> tuple[str, ...]:
+    """The word-start marks of every family's tokenizer (``"Ġ"``, ``"▁"``), read from :data:`FAMILIES` now."""
+    return _marks("word_start")
+
+
+def continuation_marks() -> tuple[str, ...]:
+    """The continuation marks of every family's tokenizer (``"##"``), read from :data:`FAMILIES` now."""
+    return _marks("continuation")
+
+
+# Views of FAMILIES taken at import, kept for callers that read them (new code reads FAMILIES).
+#: ``config.model_type`` of causal decoders whose configs do not all say ``is_decoder``.
+DECODER_MODEL_TYPES: frozenset[str] = frozenset(name for name, f in FAMILIES.items() if f.decoder)
+#: ``model_type`` -> (the layer list in the base model, the attention output projection in a layer).
+HEAD_OUTPUT_MODULES: dict[str, tuple[str, str]] = {
+    name: (f.layers, f.head_output) for name, f in FAMILIES.items() if f.layers and f.head_output}
+#: ``model_type`` -> (the value projection in a layer, :attr:`Family.fused`).
+VALUE_MODULES: dict[str, tuple[str, tuple[int, int] | None]] = {
+    name: (f.values, f.fused) for name, f in FAMILIES.items() if f.values}
 #: Last name of the modules holding absolute position embeddings (BERT family; GPT-2's ``wpe``).
-POSITION_EMBEDDING_MODULES: tuple[str, ...] = ("position_embeddings", "wpe")
+POSITION_EMBEDDING_MODULES: tuple[str, ...] = tuple(dict.fromkeys(
+    f.position_embeddings for f in FAMILIES.values() if f.position_embeddings))
 
 
 def text_config(model_or_config: Any) -> Any:
@@ -134,8 +182,9 @@ def head_dim(model_or_config: Any) -> int:
 def is_decoder(model: Any) -> bool:
     """Whether ``model`` is a causal decoder (run with ``use_cache=False``: no cache is wanted)."""
     config = text_config(model)
+    family = family_of(config)
     return bool(getattr(config, "is_decoder", False)) or "CausalLM" in type(model).__name__ or \
-        getattr(config, "model_type", "") in DECODER_MODEL_TYPES
+        (family is not None and family.decoder)
 
 
 def is_byte_level(tokenizer: Any) -> bool:
@@ -155,12 +204,13 @@ def position_limits(tokenizer: Any, model_or_config: Any) -> list[int]:
 def embedding_parameters(model: Any) -> tuple[str, ...]:
     """Names of the word-embedding and absolute position-embedding weights, in parameter order.
 
-    The word embeddings are ``model.get_input_embeddings()``; position embeddings are the
-    modules named in :data:`POSITION_EMBEDDING_MODULES` (rotary and relative schemes have none).
+    The word embeddings are ``model.get_input_embeddings()``; position embeddings are the modules named by
+    any family's :attr:`Family.position_embeddings` (rotary and relative schemes have none).
     """
     word = model.get_input_embeddings()
+    positions = {f.position_embeddings for f in FAMILIES.values() if f.position_embeddings}
     owners = {name for name, module in model.named_modules()
-              if module is word or name.rsplit(".", 1)[-1] in POSITION_EMBEDDING_MODULES}
+              if module is word or name.rsplit(".", 1)[-1] in positions}
     return tuple(name for name, _ in model.named_parameters() if name.rsplit(".", 1)[0] in owners
                  and name.endswith(".weight"))
 
@@ -188,13 +238,15 @@ def head_sites(model: Any) -> list[HeadSite]:
     """Per layer, the attention output projection of ``model`` (the hook point for head interventions).
 
     Raises:
-        ConfigError: the model family is not in :data:`HEAD_OUTPUT_MODULES`.
+        ConfigError: the model family is not in :data:`FAMILIES` with its layers and output projection.
     """
     model_type = getattr(text_config(model), "model_type", None)
-    if model_type not in HEAD_OUTPUT_MODULES:
-        raise ConfigError(f"head interventions: expected a model type in {sorted(HEAD_OUTPUT_MODULES)}, found "
+    known = sorted(name for name, f in FAMILIES.items() if f.layers and f.head_output)
+    family = family_of(model)
+    if family is None or not family.layers or not family.head_output:
+        raise ConfigError(f"head interventions: expected a model type in {known}, found "
                           f"{model_type!r} (add its output projection to probes.extraction.families)")
-    layers_path, output_path = HEAD_OUTPUT_MODULES[model_type]
+    layers_path, output_path = family.layers, family.head_output
     base = getattr(model, "base_model", model)
     prefix = next(name for name, module in model.named_modules() if module is base)
     layers = base.get_submodule(layers_path)
@@ -222,7 +274,8 @@ def key_window(model: Any, layer: int) -> tuple[int | None, int | None]:
     window = getattr(config, "sliding_window", None)
     layer_types = getattr(config, "layer_types", None)
     sliding = window is not None and (layer_types[layer] == "sliding_attention" if layer_types else True)
-    if getattr(config, "model_type", None) == "modernbert":
+    family = family_of(config)
+    if family is not None and family.symmetric_window:
         return (int(window), int(window)) if sliding else (None, None)
     if not is_decoder(model):
         return None, None
@@ -272,14 +325,15 @@ def value_sites(model: Any) -> list[ValueSite]:
     """Per layer, where the values are made and which keys each query sees.
 
     Raises:
-        ConfigError: the model family is not in :data:`VALUE_MODULES`.
+        ConfigError: the model family is not in :data:`FAMILIES` with its layers, output and value projections.
     """
     model_type = getattr(text_config(model), "model_type", None)
-    if model_type not in VALUE_MODULES or model_type not in HEAD_OUTPUT_MODULES:
-        raise ConfigError(f"uniform attention: expected a model type in {sorted(VALUE_MODULES)}, found "
+    known = sorted(name for name, f in FAMILIES.items() if f.values)
+    family = family_of(model)
+    if family is None or not family.values or not family.layers or not family.head_output:
+        raise ConfigError(f"uniform attention: expected a model type in {known}, found "
                           f"{model_type!r} (add its value projection to probes.extraction.families)")
-    layers_path = HEAD_OUTPUT_MODULES[model_type][0]
-    value_path, fused = VALUE_MODULES[model_type]
+    layers_path, value_path, fused = family.layers, family.values, family.fused
     base = getattr(model, "base_model", model)
     prefix = next(name for name, module in model.named_modules() if module is base)
     heads, kv, size = n_heads(model), n_kv_heads(model), head_dim(model)

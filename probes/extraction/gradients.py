@@ -147,12 +147,13 @@ class EncodedItem:
 
 # ----------------------------------------------------------------------------- loading
 def _is_decoder_config(config: Any) -> bool:
-    from probes.extraction.families import DECODER_MODEL_TYPES, text_config
+    from probes.extraction.families import family_of, text_config
 
     config = text_config(config)
     names = " ".join(getattr(config, "architectures", None) or [])
+    family = family_of(config)
     return bool(getattr(config, "is_decoder", False)) or "CausalLM" in names or "LMHead" in names or \
-        getattr(config, "model_type", "") in DECODER_MODEL_TYPES
+        (family is not None and family.decoder)
 
 
 def load_lm(name_or_path: str | Path, *, dtype: Any = None) -> tuple[Any, Any, str, str]:

@@ -14,17 +14,23 @@ attention function registered with transformers' ``AttentionInterface``:
 
 A model whose attention passes what this function does not model (a logit soft-cap, attention sinks, a
 position bias) raises :class:`RowsUnsupported`; the extractor then goes back to eager attention and
-full maps. This module is only imported with torch (by the extractor).
+full maps. :func:`token_rows` turns the words asked for into the token rows to compute. This module is only
+imported with torch (by the extractor's :mod:`probes.extraction.capture`).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import torch
 
-__all__ = ["IMPLEMENTATION", "RowsUnsupported", "asking", "register", "rows_attention"]
+from probes.extraction.align import Alignment
+
+__all__ = ["IMPLEMENTATION", "RowsUnsupported", "asking", "register", "rows_attention", "token_rows"]
 
 #: The name the function is registered under (``config._attn_implementation`` while rows are asked for).
 IMPLEMENTATION = "probes_rows"
@@ -95,3 +101,27 @@ def register() -> None:
     if IMPLEMENTATION not in ALL_MASK_ATTENTION_FUNCTIONS._global_mapping:
         AttentionInterface.register(IMPLEMENTATION, rows_attention)
         AttentionMaskInterface.register(IMPLEMENTATION, eager_mask)
+
+
+def token_rows(alignments: Sequence[Alignment], words: Sequence[npt.NDArray[np.intp]], from_pool: str
+               ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """``(tokens, targets)``, each ``(B, R)``: the token rows to compute for each input's ``words`` asked for (all
+    of a word's tokens for ``mean``, its first for ``first``) and the position each belongs to (padding: token 0
+    into the dump position ``n``, one past the batch's widest input)."""
+    n_pos = max(al.n_positions for al in alignments)
+    chosen: list[tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]] = []
+    for al, asked in zip(alignments, words):
+        wanted = np.zeros(al.n_positions, dtype=bool)
+        wanted[np.flatnonzero(~al.is_special)[asked]] = True  # type: ignore[index]
+        position = al.token_position  # (T_b,)
+        keep = wanted[position]
+        if from_pool == "first":
+            keep[1:] &= position[1:] != position[:-1]
+        tokens = np.flatnonzero(keep)
+        chosen.append((tokens, position[tokens]))
+    width = max(1, max(t.shape[0] for t, _ in chosen))
+    tokens = np.zeros((len(alignments), width), dtype=np.int64)  # (B, R)
+    targets = np.full((len(alignments), width), n_pos, dtype=np.int64)  # (B, R)
+    for b, (tok, pos) in enumerate(chosen):
+        tokens[b, : tok.shape[0]], targets[b, : pos.shape[0]] = tok, pos
+    return tokens, targets

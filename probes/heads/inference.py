@@ -18,18 +18,25 @@ Rules, stated once (tables and run records cite :data:`INFERENCE_NOTE`):
 * **Near ties.** Heads whose accuracy on the report data is not significantly below the
   reported head's (same paired test, two-sided, uncorrected, alpha 0.05: the list errs on the
   side of listing).
+
+The normal distribution is scipy's (:data:`scipy.stats.norm`), and so are the ranks and the correlation of
+:func:`spearman_rows`, Spearman's rho shared by the importance and comparison stages. Two pieces are
+written here because no dependency has them: the ratio estimator's cluster standard error of
+:func:`paired_z`, and :func:`holm` (scipy's ``false_discovery_control`` is Benjamini-Hochberg/Yekutieli
+only; statsmodels, which has Holm, is not a dependency). Every Holm correction of the package calls it.
+scipy is imported inside the functions: its import holds the interpreter lock, so it waits until needed.
 """
 
 from __future__ import annotations
 
-import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 __all__ = ["ALPHA", "CORRECTION", "INFERENCE_NOTE", "Correction", "paired_z", "p_from_z", "holm",
-           "near_ties", "correct_rows"]
+           "near_ties", "correct_rows", "spearman_rows"]
 
 #: Level of every test (two-sided).
 ALPHA = 0.05
@@ -86,24 +93,49 @@ def paired_z(diff: npt.ArrayLike, total: npt.ArrayLike) -> npt.NDArray[np.float6
 
 
 def p_from_z(z: npt.ArrayLike) -> npt.NDArray[np.float64]:
-    """Two-sided normal p-values of ``z`` (NaN stays NaN)."""
-    z = np.abs(np.asarray(z, dtype=np.float64))
-    erfc = np.vectorize(math.erfc, otypes=[np.float64])
-    return np.where(np.isnan(z), np.nan, erfc(np.nan_to_num(z, posinf=1e300) / math.sqrt(2.0)))
+    """Two-sided normal p-values ``2 * (1 - Phi(|z|))`` of ``z``, shape kept (NaN stays NaN, infinite z gives 0)."""
+    from scipy.stats import norm
+
+    return np.asarray(2.0 * norm.sf(np.abs(np.asarray(z, dtype=np.float64))), dtype=np.float64)
 
 
 def holm(p_values: npt.ArrayLike) -> npt.NDArray[np.float64]:
-    """Holm-adjusted p-values (step-down, monotone, capped at 1); NaN entries are not tests and stay NaN."""
+    """Holm-adjusted p-values along the last axis (step-down, monotone, capped at 1), each row ``(..., m)`` its
+    own family; NaN entries are not tests and stay NaN.
+
+    The package's one Holm (no dependency has it, see the module): sort each row (NaN last), scale the
+    ``i``-th smallest of ``m`` tests by ``m - i``, take the running maximum and cap it at 1.
+    """
     p = np.asarray(p_values, dtype=np.float64)
-    out = np.full(p.shape, np.nan)
-    tested = np.flatnonzero(~np.isnan(p))
-    m = tested.size
-    if m == 0:
-        return out
-    order = tested[np.argsort(p[tested], kind="stable")]
-    adjusted = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
-    out[order] = adjusted
-    return out
+    rows = np.atleast_1d(p)  # (..., m)
+    order = np.argsort(rows, axis=-1, kind="stable")  # NaN sorts last; ties keep their order
+    ranked = np.take_along_axis(rows, order, axis=-1)  # (..., m) ascending
+    missing = np.isnan(ranked)
+    factor = (~missing).sum(axis=-1, keepdims=True) - np.arange(rows.shape[-1])  # (..., m): tests left, m - i
+    scaled = np.where(missing, -np.inf, factor * np.where(missing, 0.0, ranked))
+    adjusted = np.where(missing, np.nan, np.minimum(1.0, np.maximum.accumulate(scaled, axis=-1)))
+    out = np.empty_like(rows)
+    np.put_along_axis(out, order, adjusted, axis=-1)
+    return out.reshape(p.shape)
+
+
+def spearman_rows(a: npt.ArrayLike, b: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """``(...,)`` Spearman's rho between ``a`` and ``b`` ``(..., N)`` along the last axis (average ranks for
+    ties); NaN where either side is constant or ``N < 2``. Inputs must hold no NaN.
+
+    scipy's ``rankdata`` and ``pearsonr`` on the ranks: the statistic of ``scipy.stats.spearmanr``, row by row
+    (``spearmanr`` itself correlates every row with every other, 2R x 2R for R bootstrap draws; ``pearsonr``'s
+    ``axis`` is why setup.cfg asks for scipy 1.14).
+    """
+    from scipy.stats import ConstantInputWarning, pearsonr, rankdata
+
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if x.shape[-1] < 2:
+        return np.full(np.broadcast_shapes(x.shape, y.shape)[:-1], np.nan)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConstantInputWarning)  # a constant side: NaN, as documented
+        rho = pearsonr(rankdata(x, axis=-1), rankdata(y, axis=-1), axis=-1).statistic
+    return np.asarray(rho, dtype=np.float64)
 
 
 def correct_rows(margins: npt.ArrayLike, p_values: npt.ArrayLike, *, testable: npt.ArrayLike | None = None,
@@ -146,8 +178,6 @@ def near_ties(correct: npt.ArrayLike, total: npt.ArrayLike, chosen: int, *,
 
 def _critical(alpha: float) -> float:
     """The two-sided normal critical value of level ``alpha`` (1.96 for 0.05)."""
-    lo, hi = 0.0, 40.0
-    for _ in range(200):  # bisection on erfc(z / sqrt 2) = alpha
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if math.erfc(mid / math.sqrt(2.0)) > alpha else (lo, mid)
-    return (lo + hi) / 2
+    from scipy.stats import norm
+
+    return float(norm.ppf(1.0 - alpha / 2.0))

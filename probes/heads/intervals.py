@@ -1,4 +1,11 @@
-"""Confidence intervals by bootstrap over sentences (or documents)."""
+"""Confidence intervals by bootstrap over sentences (or documents): a paired cluster bootstrap.
+
+Hand-written on purpose: ``scipy.stats.bootstrap`` resamples observations for one statistic per call, while
+here the units are clusters (a sentence's words count together, so the statistic is a ratio of summed
+counts), and one matrix of draws (:func:`resample_counts`) serves every head, baseline and difference at once,
+so that intervals computed from it are paired and a difference's interval is that of the paired draws. The
+quantiles are numpy's (:func:`percentile_interval`).
+"""
 
 from __future__ import annotations
 

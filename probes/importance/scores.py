@@ -12,8 +12,9 @@
   head h alone is removed (:data:`GAUSS_NEWTON_RULE`); ``ImportanceResult.criterion`` says which was used.
 * Leave-one-out (Michel §3.2): each head ablated alone; the effect is the mean over sentences of the
   loss change, with a percentile bootstrap interval over sentences.
-* Agreement: Spearman's rank correlation between importance and leave-one-out effect over heads, with
-  an interval from the same bootstrap over sentences (both measures recomputed in every resample).
+* Agreement: Spearman's rank correlation between importance and leave-one-out effect over heads
+  (:func:`probes.heads.inference.spearman_rows`, scipy's), with an interval from the same bootstrap over
+  sentences (both measures recomputed in every resample).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from probes.errors import ConfigError, InputError, ModelOutputError
+from probes.heads.inference import spearman_rows
 from probes.heads.intervals import percentile_interval, resample_counts
 from probes.results import Result, head_axes, head_names, long_table
 
@@ -294,23 +296,6 @@ def normalize_importance(raw: npt.ArrayLike, *, layer_norm: bool = True, global_
     return values
 
 
-def _ranks(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """``(R, K)`` average ranks of each row (ties share their mean rank)."""
-    from scipy.stats import rankdata
-
-    return rankdata(values, axis=-1)
-
-
-def _spearman(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """``(R,)`` Spearman's rho of rows of ``a`` and ``b`` ``(R, K)``: Pearson's r of their ranks (NaN if constant)."""
-    ra, rb = _ranks(a), _ranks(b)
-    ra -= ra.mean(axis=-1, keepdims=True)
-    rb -= rb.mean(axis=-1, keepdims=True)
-    den = np.sqrt((ra ** 2).sum(axis=-1) * (rb ** 2).sum(axis=-1))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(den > 0, (ra * rb).sum(axis=-1) / den, np.nan)
-
-
 def _check_bootstrap(n_resamples: int, confidence: float) -> None:
     if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 0:
         raise ConfigError(f"n_resamples: expected a whole number >= 0, found {n_resamples!r}")
@@ -330,7 +315,7 @@ def _loo_scores(grads: npt.NDArray[np.float64], deltas: npt.NDArray[np.float64],
     pairs = {"rank": (importance, effect), "abs_rank": (importance, np.abs(effect)), "raw_rank": (raw, effect)}
     out: dict[str, Any] = {"loo_effect": effect}
     for key, (a, b) in pairs.items():
-        out[f"{key}_correlation"] = float(_spearman(a.reshape(1, -1), b.reshape(1, -1))[0])
+        out[f"{key}_correlation"] = float(spearman_rows(a.ravel(), b.ravel()))
     if n_resamples == 0:
         nan = np.full((n_layers, n_heads), np.nan)
         return {**out, "loo_low": nan, "loo_high": nan.copy(), **{f"{k}_{end}": np.nan for k in pairs
@@ -344,7 +329,7 @@ def _loo_scores(grads: npt.NDArray[np.float64], deltas: npt.NDArray[np.float64],
     out.update(loo_low=low.reshape(n_layers, n_heads), loo_high=high.reshape(n_layers, n_heads))
     for key, (a, b) in {"rank": (imp_draws, loo_draws), "abs_rank": (imp_draws, np.abs(loo_draws)),
                         "raw_rank": (raw_draws, loo_draws)}.items():
-        rho_low, rho_high = percentile_interval(_spearman(a, b)[:, None], confidence)
+        rho_low, rho_high = percentile_interval(spearman_rows(a, b)[:, None], confidence)
         out.update({f"{key}_low": float(rho_low[0]), f"{key}_high": float(rho_high[0])})
     return out
 

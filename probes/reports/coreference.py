@@ -22,10 +22,12 @@ from probes.heads.inference import Correction, correct_rows, near_ties, p_from_z
 from probes.heads.intervals import bootstrap_ci
 from probes.heads.naming import INDEXING_NOTE, head_name
 from probes.heads.selection import SELECTION_MODES
+from probes.reports.inputs import inputs_lines
 from probes.reports.tables import format_p, markdown_table, text_table, write_csv, write_json
+from probes.reports.writer import OutputFolder
 
 __all__ = ["BASELINE_LABELS", "COLUMNS", "SELECTION_MODES", "SelectionInfo", "selection_info", "footer", "coref_tables", "bridging_tables", "head_rows", "coref_columns",
-           "bridging_columns", "coref_panels", "bridging_panels", "BRIDGING_SCALES", "write_leaderboard", "write_heatmaps"]
+           "bridging_columns", "coref_panels", "bridging_panels", "BRIDGING_SCALES", "write_leaderboard", "write_heatmaps", "write_anaphora"]
 
 #: Row labels of the three baselines.
 BASELINE_LABELS = {"nearest": "Nearest mention", "head_match": "Head-word match", "rule_sieve": "Rule-based sieve"}
@@ -405,6 +407,26 @@ BRIDGING_SCALES = {"accuracy": ("argmax accuracy", *(f"accuracy, distance {b}" f
 
 
 # ---------------------------------------------------------------------------------- files
+def write_anaphora(folder: OutputFolder, run: Any) -> dict[str, Any]:
+    """Write a coreference or bridging run's files into ``folder``; the run record to write last.
+
+    Files: ``{NAME}_leaderboard.{md,csv,json}``, ``scores.csv`` and (with ``folder.figures``) the heatmaps,
+    ``NAME`` being ``coref`` or ``bridging``.
+    """
+    rows, md, _, correction = run.full_tables()
+    record = {**run.record, "selection": run.selection_info.as_dict(), "significance": correction.as_dict()}
+    inputs = inputs_lines(run.record.get("inputs", {}), limit=None)
+    scope = "every document of the corpus (both halves)" if run.whole is not run.result else "the reported data"
+    md = f"`scores.csv` and the heatmaps show every head on {scope}.\n\n{md}"
+    folder.add_all(write_leaderboard(folder.root, run.NAME, title=run.title, cells=run.CELLS, rows=rows, md=md,
+                                     record=record, scores=run.head_rows(), inputs=inputs))
+    if folder.figures:
+        folder.add_all(write_heatmaps(folder.root, run.NAME, run.panels(), title=run.title, label=run.LABEL,
+                                      baseline=run._baseline(), figure_format=folder.figure_format,
+                                      scales=run.SCALES))
+    return record
+
+
 def write_leaderboard(out: Path, name: str, *, title: str, cells: str, rows: Rows, md: str,
                       record: Mapping[str, Any], scores: Rows, inputs: Sequence[str] = ()) -> list[Path]:
     """Write ``{name}_leaderboard.{md,csv,json}`` (the JSON holds ``record`` too) and ``scores.csv`` to ``out``.

@@ -7,7 +7,6 @@ head scores; nothing runs a model, so a saved leaderboard can be written again.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -21,7 +20,8 @@ from probes.errors import ConfigError
 from probes.heads.naming import INDEXING_NOTE, head_name
 from probes.analysis.split import SPLIT_RULE
 from probes.heads.selection import LEADERBOARD_COLUMNS, LeaderboardRow, table_correction
-from probes.reports.record import inputs_lines, write_record
+from probes.reports.inputs import inputs_lines
+from probes.reports.writer import OutputFolder
 from probes.reports.tables import format_p, markdown_table, text_table, write_csv, write_json
 
 __all__ = ["format_leaderboard", "leaderboard_footer", "score_rows", "write_leaderboard", "TIMINGS_NOTE",
@@ -177,46 +177,31 @@ def _markdown(rows: Sequence[LeaderboardRow], record: Mapping[str, Any], overvie
     return "\n".join(md) + "\n"
 
 
-def write_leaderboard(
-    rows: Sequence[LeaderboardRow],
-    report: HeadScores,
-    out_dir: str | Path,
-    *,
-    select: HeadScores | None = None,
-    record: Mapping[str, Any] | None = None,
-    figures: bool = True,
-    extra: Mapping[str, Path] | None = None,
-    figure_format: str = "png",
-) -> tuple[dict[str, Path], dict[str, Any]]:
-    """Write ``leaderboard.{md,csv,json}``, ``scores.csv``, figures and, last, ``run.json`` into ``out_dir``.
+def write_leaderboard(folder: OutputFolder, board: Any) -> dict[str, Any]:
+    """Write a :class:`~probes.runs.leaderboard.Leaderboard`'s files into ``folder``; the run record to write last.
 
-    ``record`` (model, data, options, timings ...) goes into ``run.json`` with the time spent
-    here (``timings.writing_s``) and the overhead over extraction; ``extra`` names files already
-    written there (saved results of extra analyses), listed in it too; figures are written as
-    ``figure_format`` (png, svg, pdf). Returns the paths written, by name, and the record as written.
+    Files: each extra analysis' saved result (``analyses/NAME/``), ``leaderboard.{csv,json,md}``,
+    ``scores.csv`` and (with ``folder.figures``) one heatmap per listed relation and the overview in
+    ``figures/``. The record gains the time spent here (``timings.writing_s``) and the overhead over extraction.
     """
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-    record = dict(record or {})
+    out, rows, record = folder.root, board.rows, dict(board.record)
+    folder.add_all(result.save(out / "analyses" / name) for name, result in board.analyses.items())
     dict_rows = [r.as_dict() for r in rows]
-    paths: dict[str, Path] = dict(extra or {})
     csv_rows = [{**r, "tied_heads": "; ".join(r["tied_heads"])} for r in dict_rows]
-    paths["leaderboard.csv"] = write_csv(csv_rows, out / "leaderboard.csv", LEADERBOARD_COLUMNS)
-    paths["leaderboard.json"] = write_json(
+    folder.add(write_csv(csv_rows, out / "leaderboard.csv", LEADERBOARD_COLUMNS))
+    folder.add(write_json(
         {"indexing": INDEXING_NOTE, "selection": record.get("selection"), "intervals": INTERVAL_NOTE,
-         "significance": table_correction(rows).as_dict(), "rows": dict_rows}, out / "leaderboard.json")
-    score_table = score_rows(report, select)
-    columns = list(score_table[0]) if score_table else ["relation"]
-    paths["scores.csv"] = write_csv(score_table, out / "scores.csv", columns)
-    if figures and rows:
-        paths.update(_write_figures(rows, report, out, record, figure_format))
-    paths["leaderboard.md"] = out / "leaderboard.md"
-    overview = paths.get(f"overview.{figure_format}")
-    paths["leaderboard.md"].write_text(_markdown(rows, record, overview.relative_to(out).as_posix() if overview else None),
-                                       encoding="utf-8")
+         "significance": table_correction(rows).as_dict(), "rows": dict_rows}, out / "leaderboard.json"))
+    score_table = score_rows(board.report, board.select)
+    folder.add(write_csv(score_table, out / "scores.csv", list(score_table[0]) if score_table else ["relation"]))
+    overview = None
+    if folder.figures and rows:
+        figures = _write_figures(rows, board.report, out, record, folder.figure_format)
+        folder.add_all(figures.values())
+        overview = f"figures/overview.{folder.figure_format}"
+    folder.text("leaderboard.md", _markdown(rows, record, overview))
     timings = dict(record.get("timings", {}))
-    timings["writing_s"] = time.perf_counter() - t0
+    timings["writing_s"] = folder.seconds()
     if "extraction_s" in timings and "scoring_s" in timings:
         timings["overhead_fraction"] = ((timings["scoring_s"] + timings["writing_s"])
                                         / max(timings["extraction_s"], 1e-9))
@@ -224,9 +209,7 @@ def write_leaderboard(
     record["timings"] = timings
     record["indexing"] = INDEXING_NOTE
     record.setdefault("significance", table_correction(rows).as_dict())
-    paths["run.json"] = write_record(record, out, paths.values())
-    record["files"] = sorted(str(p.relative_to(out)) for p in paths.values() if p.name != "run.json") + ["run.json"]
-    return paths, record
+    return record
 
 
 def _write_figures(rows: Sequence[LeaderboardRow], report: HeadScores, out: Path,

@@ -15,11 +15,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from probes.heads.inference import ALPHA, CORRECTION, Correction
 from probes.heads.intervals import bootstrap_ci
 from probes.heads.naming import DIRECTIONS, INDEXING_NOTE, head_name
+from probes.reports.inputs import inputs_lines
 from probes.reports.tables import format_p, markdown_table, text_table, write_csv, write_json
+from probes.reports.writer import OutputFolder
 
-__all__ = ["PARSER_COLUMNS", "PER_HEAD_COLUMNS", "COMPARISON_COLUMNS", "selection_note", "write_parsers", "write_per_head", "per_head_figures",
+__all__ = ["PARSER_COLUMNS", "PER_HEAD_COLUMNS", "COMPARISON_COLUMNS", "selection_note", "write_parsers", "write_per_head", "per_head_figures", "write_probes", "comparison_correction",
            "attn_weight_figure", "label_rows", "write_label", "format_summary"]
 
 Rows = list[dict[str, Any]]
@@ -281,3 +284,69 @@ def format_summary(parsers: Rows | None, per_head: Rows | None, timings: Mapping
              + (f", random-init control {timings['random_init_s']:.1f} s" if "random_init_s" in timings else "")
              + " (extraction included). Layers and heads are 1-based (layer-head).\n")
     return text
+
+
+# ---------------------------------------------------------------------------------- the run's files
+def comparison_correction(comparisons: Sequence[Mapping[str, Any]]) -> Correction:
+    """The Holm correction of a probe run's comparison table (the tests with a p-value)."""
+    tested = [r for r in comparisons if r.get("p_holm") == r.get("p_holm")]
+    return Correction(CORRECTION, len(tested), ALPHA)
+
+
+def _where(selection: Mapping[str, Any]) -> str:
+    """Where the per-head numbers were measured, for figure titles."""
+    mode = selection.get("mode")
+    if mode == "same":
+        return "heads chosen on the same data: optimistic"
+    if mode == "split":
+        return "report half of the evaluation data"
+    return f"reported on {selection.get('reported_on')}"
+
+
+def _write_label(label: Any, out: Path, figures: bool, results: dict[str, Any],
+                 look: Mapping[str, str] | None = None, selection: Mapping[str, Any] | None = None
+                 ) -> dict[str, Path]:
+    """Write the label probes' table (and figure: ``look`` = subject and format); their summary goes into
+    ``results["label"]``."""
+    rows, full, acc = label_rows(label.correct, label.total, label.n_heads,
+                                 select=(label.select_correct, label.select_total))
+    facts = {"n_layers": label.n_layers, "n_heads": label.n_heads, "n_labels": label.n_labels,
+             "train_arcs_used": label.train_arcs_used, "train_arcs_seen": label.train_arcs_seen}
+    paths = write_label(rows, full, acc, facts, out, figures, selection=selection, **(look or {}))
+    results["label"] = {"top": rows, "position_only": float(acc[-1]), "n_labels": label.n_labels,
+                        "train_arcs_used": label.train_arcs_used, "train_arcs_seen": label.train_arcs_seen}
+    return paths
+
+
+def write_probes(folder: OutputFolder, run: Any) -> dict[str, Any]:
+    """Write a :class:`~probes.runs.probing.ProbeRun`'s tables and (with ``folder.figures``) heatmaps into
+    ``folder``; the run record to write last."""
+    out, figures = folder.root, folder.figures
+    results: dict[str, Any] = dict(run.record)
+    look = {"subject": run.subject(), "fmt": folder.figure_format}
+    inputs = inputs_lines(run.record.get("inputs", {}), limit=None)
+    seeds = {"seeds": list(run.seeds)}
+    if run.parsers:
+        results["parsers"] = run.parser_rows()
+        results["comparisons"] = list(run.comparisons)
+        correction = comparison_correction(run.comparisons) if run.comparisons else None
+        folder.add_all(write_parsers(results["parsers"], out, run.control, inputs=inputs,
+                                     comparisons=list(run.comparisons), correction=correction, **seeds).values())
+    if run.per_head:
+        rows, full = run.per_head_rows()
+        results["per_head"] = {"listed": rows, "n_unseen_relation_words": run.per_head[0].n_unseen}
+        correction = run.significance()["per_head"]
+        folder.add_all(write_per_head(rows, full, out, inputs=inputs, selection=run.selection,
+                                      correction=correction, **seeds).values())
+        if figures:
+            folder.add_all(per_head_figures(*run.per_head_figure_data(), out, where=_where(run.selection),
+                                            **look).values())
+        if run.attn_weights is not None and figures:
+            folder.add_all(attn_weight_figure(run.attn_weights, out, **look).values())
+    if run.label is not None:
+        folder.add_all(_write_label(run.label, out, figures, results, look, run.selection).values())
+    results.update(run.facts)
+    results["selection"] = dict(run.selection)
+    results["significance"] = run.significance()
+    results["timings"] = {**run.facts["timings"], "writing_s": folder.seconds()}
+    return results

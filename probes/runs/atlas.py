@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from probes.errors import ConfigError, ModelOutputError
+from probes.reports.writer import write_output
 from probes.results import Result, require_pandas
 
 if TYPE_CHECKING:
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
 
     from probes.corpora.types import Sentence
     from probes.extraction.attention import TokenAttention
+    from probes.runs.extraction_options import ExtractionOptions
 
 __all__ = ["Atlas", "atlas", "DEFAULT_GRAD_SENTENCES", "EXAMPLE_WORDS"]
 
@@ -100,7 +103,7 @@ class Atlas(Result):
 
     def heads_table(self) -> pd.DataFrame:
         """One row per head (``heads.csv``): 1-based ``layer``, ``head``, every measure, pattern, role, group."""
-        from probes.reports.atlas_table import heads_table
+        from probes.reports.atlas.table import heads_table
 
         return heads_table(self)
 
@@ -110,7 +113,7 @@ class Atlas(Result):
 
     def format(self) -> str:
         """The atlas summary for a terminal: the findings beside Clark et al.'s BERT-base findings."""
-        from probes.reports.atlas_text import atlas_summary
+        from probes.reports.atlas.text import atlas_summary
 
         return atlas_summary(self)
 
@@ -118,9 +121,10 @@ class Atlas(Result):
         """Write ``heads.csv``, ``atlas.md``, ``atlas.html``, ``head_view.html``, ``figures/`` (PNG, which
         ``atlas.html`` embeds, and also ``figure_format`` when it is ``svg`` or ``pdf``), ``leaderboard/``,
         ``atlas/`` (this result, for :func:`probes.load`) and ``run.json``."""
-        from probes.reports.atlas_report import write_atlas
+        from probes.reports.atlas.report import write_atlas
 
-        return write_atlas(self, out_dir, figure_format=figure_format, overwrite=overwrite)
+        return write_output(out_dir, _COMMAND, partial(write_atlas, atlas=self), figure_format=figure_format,
+                            overwrite=overwrite)
 
     def _repr_html_(self) -> str:
         """Notebook view: the heads table."""
@@ -223,6 +227,7 @@ def atlas(
     limit: int | None = None,
     progress: bool = False,
     record: Mapping[str, Any] | None = None,
+    extraction: ExtractionOptions | None = None,
 ) -> Atlas:
     """The head atlas of ``model`` on ``treebank`` (and, with ``corpus``, coreference accuracy per head).
 
@@ -244,6 +249,7 @@ def atlas(
         batch_size, device, on_long, limit, progress: as for the leaderboard (sentences run in windows or
             truncated have no token maps: the token-level measures count them in ``n_without_tokens``).
         record: extra fields of the run record.
+        extraction: dtype, batch and memory bounds and device map of the extractor (default: its own).
     """
     from probes.analysis.head_distances import DEFAULT_JS_SENTENCES
     from probes.heads.groups import DEFAULT_CLUSTERS
@@ -255,13 +261,13 @@ def atlas(
                                ("grad_sentences", grad_sentences, 0)):
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise ConfigError(f"{name} must be a whole number >= {least} (--{name.replace('_', '-')}), found {value!r}")
-    check_run_options(batch_size=batch_size, device=device, on_long=on_long, limit=limit)
+    check_run_options(batch_size=batch_size, device=device, on_long=on_long, limit=limit, extraction=extraction)
     options = {"select_on": None if select_on is None else str(select_on), "js_sentences": js_sentences,
                "js_items": bool(js_items),
                "clusters": clusters, "counts": None if counts is None else str(counts), "word_level": word_level,
                "grad_sentences": grad_sentences, "batch_size": batch_size, "device": device, "on_long": on_long,
                "limit": limit}
-    return _run(str(model), treebank, corpus, example, options, progress, dict(record or {}))
+    return _run(str(model), treebank, corpus, example, options, progress, dict(record or {}), extraction)
 
 
 def _read(treebank: str | Path, limit: int | None, counts: str | None, example: str | None
@@ -278,12 +284,12 @@ def _read(treebank: str | Path, limit: int | None, counts: str | None, example: 
 
 
 def _run(model: str, treebank: str | Path, corpus: str | Path | None, example: str | None, options: dict[str, Any],
-         progress: bool, extra_record: dict[str, Any]) -> Atlas:
+         progress: bool, extra_record: dict[str, Any], extraction: ExtractionOptions | None = None) -> Atlas:
     """The atlas with checked ``options`` (see :func:`atlas`)."""
     from probes.extraction.loading import resolve_model
     from probes.heads.groups import GROUP_RULE, cluster_heads, mds_layout
     from probes.heads.profile import board_profile
-    from probes.reports.record import run_record
+    from probes.runs.record import run_record
     from probes.runs.inputs import data_name, load_extractor
     from probes.runs.leaderboard import leaderboard
 
@@ -293,7 +299,8 @@ def _run(model: str, treebank: str | Path, corpus: str | Path | None, example: s
     timings = {"reading_s": time.perf_counter() - t0}
     t0 = time.perf_counter()
     extractor = load_extractor(model_path, batch_size=options["batch_size"], device=options["device"],
-                               progress=progress, on_long=options["on_long"], keep_tokens=True)
+                               progress=progress, on_long=options["on_long"], keep_tokens=True,
+                               extraction=extraction)
     timings["model_load_s"] = time.perf_counter() - t0
     threading.Thread(target=_preload, name="probes-preload", daemon=True).start()  # overlaps the model's pass
     extra = _analyses(sentences, frequencies=frequencies, js_sentences=options["js_sentences"],

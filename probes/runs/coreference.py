@@ -31,8 +31,13 @@ from typing import Any, ClassVar
 import numpy as np
 
 from probes.analysis.base import rows_read
-from probes.analysis.bridging import MIN_LINKS, BridgingResult, BridgingScores
-from probes.analysis.coreference import AntecedentAccuracy, CorefResult
+from probes.analysis.bridging import BRIDGING_DEFINITIONS, MIN_LINKS, BridgingResult, BridgingScores
+from probes.analysis.coreference import (
+    COREF_DEFINITIONS,
+    SPLIT_ANTECEDENT_DEFINITIONS,
+    AntecedentAccuracy,
+    CorefResult,
+)
 from probes.analysis.driver import item_id, stream
 from probes.analysis.split import Half
 from probes.checksum import file_sha256
@@ -50,21 +55,13 @@ from probes.reports.coreference import (
     coref_tables,
     head_rows,
     selection_info,
-    write_heatmaps,
-    write_leaderboard,
+    write_anaphora,
 )
-from probes.reports.record import (
-    FIGURE_FORMATS,
-    inputs_lines,
-    inputs_record,
-    prepare_out_dir,
-    rank_out_dir,
-    run_record,
-    versions,
-    write_record,
-)
+from probes.reports.inputs import inputs_lines
+from probes.reports.writer import write_output
 from probes.results import Result
-from probes.runs.inputs import check_run_options, gather_report, load_extractor
+from probes.runs.inputs import ExtractionOptions, check_run_options, gather_report, load_extractor
+from probes.runs.record import inputs_record, run_record, versions
 from probes.world import World, block_record, world_record
 
 __all__ = ["CoreferenceRun", "BridgingRun", "coreference", "bridging"]
@@ -72,43 +69,6 @@ __all__ = ["CoreferenceRun", "BridgingRun", "coreference", "bridging"]
 log = logging.getLogger("probes")
 
 Rows = list[dict[str, Any]]
-
-COREF_DEFINITIONS = {
-    "evaluated": "a mention whose entity has a preceding mention (one ending before it starts) inside the "
-                 "window; scored once, in the earliest window holding it",
-    "antecedents": "the preceding mentions of the anaphor's entity; a mention containing or overlapping the "
-                   "anaphor is never its antecedent",
-    "baselines": "nearest mention, head-word match and rule-based sieve choose only among mentions that end "
-                 "before the anaphor starts (any entity), nearest = the one starting last",
-    "prediction": "argmax over candidate words of the anaphor head's row (specials dropped, self "
-                  "excluded, ties left-most); correct if it is the head word of any antecedent",
-    "mention_type": "head UPOS PRON or DET -> pronoun, PROPN -> proper, else nominal",
-}
-SPLIT_ANTECEDENT_DEFINITIONS = {
-    "any-part": "any-part: a mention whose entity has no earlier mention of its own in the window but has split "
-                "antecedents (GUM SplitAnte=) with earlier mentions there is evaluated, correct if the prediction "
-                "(or a baseline's pick) is the head word of an earlier mention of any part entity; counted in "
-                "via_split_antecedent",
-    "ignore": "ignore: SplitAnte is not used; a plural whose entity has no earlier mention of its own counts "
-              "as no_antecedent",
-}
-BRIDGING_DEFINITIONS = {
-    "argmax": "the anaphor head word's most attended other word (specials dropped, ties left-most) "
-              "is the antecedent's head word",
-    "mass": "per anaphor word: attention to the antecedent span's words / attention to all words "
-            "(special tokens excluded), averaged over the anaphor's words (Pandit & Hou 2021, "
-            "by word offsets instead of inline markers)",
-    "antecedent": "the Bridge's antecedent mention chosen by the reader (nearest earlier mention of "
-                  "the antecedent entity); a link is scored in the earliest window holding both",
-    "credit": {"any": "any: the argmax is right on the head word of any mention of the antecedent entity ending "
-                      "before the anaphor starts inside the window, or of the reader's antecedent",
-               "nearest": "nearest: the argmax is right only on the reader's antecedent's head word"},
-    "uniform_floor": "expected argmax accuracy of uniform attention over the candidate words (window words but "
-                     "the anaphor head): credited antecedent heads / candidate words",
-    "baselines": "nearest mention: head word of the mention (any entity) ending before the anaphor starts and "
-                 "starting last; offset k: the word k words from the anaphor head (k in -50..50, chosen on the "
-                 "selection data); the stronger of the two on the selection data is the one tested against",
-}
 
 
 # ---------------------------------------------------------------------------------- run objects
@@ -194,26 +154,10 @@ class _AnaphoraReport:
             figures, figure_format: whether to draw the heatmaps, and as ``png``, ``svg`` or ``pdf``.
 
         Returns:
-            The files written by name (``run.json`` last).
+            The files written, by path relative to ``out_dir`` (``run.json`` last).
         """
-        if figure_format not in FIGURE_FORMATS:
-            raise ConfigError(f"figure_format: expected one of {', '.join(FIGURE_FORMATS)}, found {figure_format!r}")
-        out_dir, figures = rank_out_dir(out_dir, figures)  # under torchrun only rank 0 writes to out_dir
-        out = prepare_out_dir(out_dir, self.record.get("command"), overwrite=overwrite)
-        rows, md, _, correction = self.full_tables()
-        record = {**self.record, "selection": self.selection_info.as_dict(), "significance": correction.as_dict()}
-        inputs = inputs_lines(self.record.get("inputs", {}), limit=None)
-        scope = ("every document of the corpus (both halves)" if self.whole is not self.result
-                 else "the reported data")
-        md = f"`scores.csv` and the heatmaps show every head on {scope}.\n\n{md}"
-        paths = write_leaderboard(out, self.NAME, title=self.title, cells=self.CELLS, rows=rows, md=md,
-                                  record=record, scores=self.head_rows(), inputs=inputs)
-        if figures:
-            paths += write_heatmaps(out, self.NAME, self.panels(), title=self.title, label=self.LABEL,
-                                    baseline=self._baseline(), figure_format=figure_format,
-                                    scales=self.SCALES)
-        paths.append(write_record(record, out, paths))
-        return {p.name: p for p in paths}
+        return write_output(out_dir, self.record.get("command"), partial(write_anaphora, run=self), figures=figures,
+                            figure_format=figure_format, overwrite=overwrite)
 
     def to_pandas(self) -> Any:
         """The leaderboard rows as a ``pandas.DataFrame`` (long format)."""
@@ -297,6 +241,24 @@ class BridgingRun(_AnaphoraReport, Result):
         return bridging_panels(self.whole)
 
 
+def _concat(first: Any, second: Any) -> Any:
+    """Two results of one analysis on disjoint documents as one: per-document arrays stacked, counts added."""
+    if not second.units:
+        return first
+    if not first.units:
+        return second
+    if (first.layers, first.heads) != (second.layers, second.heads):
+        raise ConfigError("cannot join results over different layers and heads")
+    n1, changes = len(first.units), {"units": first.units + second.units}
+    for f in dataclasses.fields(first):
+        a, b = getattr(first, f.name), getattr(second, f.name)
+        if isinstance(a, np.ndarray) and a.ndim and a.shape[0] == n1:
+            changes[f.name] = np.concatenate([a, b])
+        elif f.name == "counts":
+            changes[f.name] = {k: {j: v + b[k][j] for j, v in row.items()} for k, row in a.items()}
+    return dataclasses.replace(first, **changes)
+
+
 def _model_name(record: Mapping[str, Any]) -> str:
     """The model as titles name it: a folder by its last part, a hub or ``package:`` name whole."""
     name = str((record.get("options") or {}).get("model") or (record.get("model") or {}).get("model") or "model")
@@ -323,6 +285,7 @@ def coreference(
     limit: int | None = None,
     n_resamples: int = 1000,
     progress: bool = True,
+    extraction: ExtractionOptions | None = None,
 ) -> CoreferenceRun:
     """Antecedent-selection accuracy of every head on ``corpus``, with nearest / head-match / sieve baselines.
 
@@ -342,16 +305,19 @@ def coreference(
         limit: read at most this many documents of each corpus (all when None).
         n_resamples: bootstrap resamples for the intervals of the report.
         progress: progress bar on stderr.
+        extraction: dtype, batch and memory bounds and device map of the extractor loaded from ``model``
+            (default: the extractor's own; ignored for an extractor).
     """
     make = partial(AntecedentAccuracy, candidates=candidates, direction=direction, antecedents=antecedents,
                    singletons=singletons, split_antecedents=split_antecedents)
     scorer = make()  # validates the options before the model loads
-    check_run_options(batch_size=batch_size, device=device, on_long=on_long, limit=limit, n_resamples=n_resamples)
+    check_run_options(batch_size=batch_size, device=device, on_long=on_long, limit=limit, n_resamples=n_resamples,
+                      extraction=extraction, loads=isinstance(model, (str, Path)))
     t0, world = time.perf_counter(), World.current()
     extractor, result, facts, selection, sel_facts = _score_corpora(
         make, model, corpus, select_on, bridges=False, window=window, stride=stride, limit=limit,
         load={"revision": revision, "device": device, "batch_size": batch_size, "progress": progress and world.is_main,
-              "on_long": on_long}, world=world)
+              "on_long": on_long, "extraction": extraction}, world=world)
     definitions = {**COREF_DEFINITIONS, "split_antecedents": SPLIT_ANTECEDENT_DEFINITIONS[scorer.split_antecedents]}
     ranks = world_record(world, _blocks(facts, sel_facts))
     record = run_record(
@@ -381,6 +347,7 @@ def bridging(
     limit: int | None = None,
     n_resamples: int = 1000,
     progress: bool = True,
+    extraction: ExtractionOptions | None = None,
 ) -> BridgingRun:
     """Bridging: argmax accuracy and Pandit & Hou attention-mass ratio of every head, by sentence distance.
 
@@ -397,17 +364,19 @@ def bridging(
         on_long, limit: as in :func:`coreference`.
         n_resamples: bootstrap resamples for the intervals of the report.
         progress: progress bar on stderr.
+        extraction: as in :func:`coreference`.
     """
     make = partial(BridgingScores, direction=direction, credit=credit)
     make()  # validates the options before the model loads
     if min_links < 1:
         raise ConfigError(f"min_links: expected a positive number of links, found {min_links}")
-    check_run_options(batch_size=batch_size, device=device, on_long=on_long, limit=limit, n_resamples=n_resamples)
+    check_run_options(batch_size=batch_size, device=device, on_long=on_long, limit=limit, n_resamples=n_resamples,
+                      extraction=extraction, loads=isinstance(model, (str, Path)))
     t0, world = time.perf_counter(), World.current()
     extractor, result, facts, selection, sel_facts = _score_corpora(
         make, model, corpus, select_on, bridges=True, window=window, stride=stride, limit=limit,
         load={"revision": revision, "device": device, "batch_size": batch_size, "progress": progress and world.is_main,
-              "on_long": on_long}, world=world)
+              "on_long": on_long, "extraction": extraction}, world=world)
     ranks = world_record(world, _blocks(facts, sel_facts))
     record = run_record(
         "bridging", options={**_options(model, corpus, select_on, window, stride, direction, limit),
@@ -443,24 +412,6 @@ def _selection_record(corpus: str | Path, select_on: str | Path | None, result: 
 
 def _documents(n: int) -> str:
     return f"{n} document{'' if n == 1 else 's'}"
-
-
-def _concat(first: Any, second: Any) -> Any:
-    """Two results of one analysis on disjoint documents as one: per-document arrays stacked, counts added."""
-    if not second.units:
-        return first
-    if not first.units:
-        return second
-    if (first.layers, first.heads) != (second.layers, second.heads):
-        raise ConfigError("cannot join results over different layers and heads")
-    n1, changes = len(first.units), {"units": first.units + second.units}
-    for f in dataclasses.fields(first):
-        a, b = getattr(first, f.name), getattr(second, f.name)
-        if isinstance(a, np.ndarray) and a.ndim and a.shape[0] == n1:
-            changes[f.name] = np.concatenate([a, b])
-        elif f.name == "counts":
-            changes[f.name] = {k: {j: v + b[k][j] for j, v in row.items()} for k, row in a.items()}
-    return dataclasses.replace(first, **changes)
 
 
 def _inputs(facts: dict[str, Any], sel_facts: dict[str, Any] | None) -> dict[str, Any]:
@@ -499,12 +450,12 @@ def _check_annotated(corpus: str | Path, *, bridges: bool) -> None:
 
 
 def _extractor(model: Any, *, revision: str | None, device: str | None, batch_size: int, progress: bool,
-               on_long: str = "skip") -> Any:
+               on_long: str = "skip", extraction: ExtractionOptions | None = None) -> Any:
     """``model`` itself when it is an extractor, else one loaded from its name (``on_long``: windows too long)."""
     if not isinstance(model, (str, Path)):
         return model
     return load_extractor(model, revision=revision, device=device, batch_size=batch_size, on_long=on_long,
-                          progress=progress)
+                          progress=progress, extraction=extraction)
 
 
 def _score_corpora(make: Callable[[], Any], model: Any, corpus: str | Path, select_on: str | Path | None, *,

@@ -28,10 +28,12 @@ import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from probes.errors import ConfigError
+from probes.reports.writer import write_output
 from probes.results import Result
 
 __all__ = ["ExperimentRun", "run_experiment", "report_experiment", "COMMAND", "REPORT_COMMAND"]
@@ -74,17 +76,10 @@ class ExperimentRun(Result):
 
         ``run_dir`` is the run folder holding the units (default ``out_dir``): the report links to them only when
         it is written there."""
-        from probes.reports.experiment_report import write_experiment_report
+        from probes.reports.experiment.report import write_experiment
 
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        files = dict(write_experiment_report(self.comparison, self.record, out, figure_format=figure_format,
-                                             run_dir=out if run_dir is None else run_dir))
-        self.comparison.save(out / "comparison")
-        files["comparison"] = out / "comparison"
-        (out / "run.json").write_text(json.dumps(self.record, indent=2, default=str) + "\n", encoding="utf-8")
-        files["run.json"] = out / "run.json"
-        return files
+        return write_output(out_dir, COMMAND, partial(write_experiment, run=self, run_dir=run_dir),
+                            figure_format=figure_format, own_folder=True)
 
 
 # ----------------------------------------------------------------------------- inputs of the keys
@@ -171,22 +166,43 @@ def _plan(experiment: Any) -> list[_Plan]:
     return plans
 
 
-def _options(plan: _Plan, experiment: Any) -> dict[str, Any]:
-    """The analysis' options, with the experiment's defaults (atlases keep per-sentence distances for Q1)."""
+#: Options that count sentences of one split and that ``limit`` does not cap by itself (the probe's).
+_SPLIT_COUNTS = ("max_train", "max_eval")
+
+
+def _options(plan: _Plan, experiment: Any, limit: int | None = None) -> dict[str, Any]:
+    """The analysis' options, with the experiment's defaults (atlases keep per-sentence distances for Q1).
+
+    ``limit`` (``probes run --limit N``) caps the sentences (documents) read from each dataset: the unit's
+    ``limit`` option becomes the smaller of its own and N (and so does a probe's ``max_train`` / ``max_eval``).
+    It is an option like any other, so it enters the unit's key: a limited run never re-uses a full run's units,
+    nor the reverse; without ``limit`` the options, and so the keys, are those of the file alone.
+    """
     options = dict(plan.analysis.options)
     if plan.analysis.kind == "atlas" and experiment.seed_questions:
         options.setdefault("js_items", True)
+    if limit is not None:
+        options["limit"] = _capped(options.get("limit"), limit)
+        options.update({name: _capped(options[name], limit) for name in _SPLIT_COUNTS if name in options})
     return options
 
 
-def _inputs(plan: _Plan, experiment: Any, hashes: _Hashes, atlas_keys: Mapping[tuple[str, str, str], str]
-            ) -> dict[str, Any]:
+def _capped(given: Any, limit: int) -> Any:
+    """The smaller of ``given`` and ``limit`` (``limit`` when nothing is given; a value that is not a count stays
+    as given, for the analysis to refuse with its own message)."""
+    if given is None:
+        return limit
+    return min(given, limit) if isinstance(given, int) and not isinstance(given, bool) else given
+
+
+def _inputs(plan: _Plan, experiment: Any, hashes: _Hashes, atlas_keys: Mapping[tuple[str, str, str], str],
+            limit: int | None = None) -> dict[str, Any]:
     """What the unit's key hashes."""
     from probes._version import __version__
 
     model = hashes.model(plan.model)
     inputs: dict[str, Any] = {
-        "kind": plan.analysis.kind, "options": _options(plan, experiment),
+        "kind": plan.analysis.kind, "options": _options(plan, experiment, limit),
         "model": {"spec": model["spec"], "weights_sha256": model["weights_sha256"]},
         "data": {role: hashes.data(spec)["sha256"] for role, spec in plan.data.files(plan.analysis.kind).items()},
         "probes": __version__}
@@ -215,8 +231,9 @@ def _compute(plan: _Plan, model_path: str, options: Mapping[str, Any], progress:
     return result.report_baselines if kind == "baselines" else result
 
 
-def _run_units(experiment: Any, store: Any, hashes: _Hashes, progress: bool) -> list[tuple[_Plan, Any]]:
-    """Run (or re-use) every unit in plan order; ``[(plan, SavedUnit)]``."""
+def _run_units(experiment: Any, store: Any, hashes: _Hashes, progress: bool, limit: int | None = None
+               ) -> list[tuple[_Plan, Any]]:
+    """Run (or re-use) every unit in plan order (``limit``: see :func:`_options`); ``[(plan, SavedUnit)]``."""
     from tqdm.auto import tqdm
 
     from probes.runs.experiment_cache import unit_key
@@ -229,7 +246,7 @@ def _run_units(experiment: Any, store: Any, hashes: _Hashes, progress: bool) -> 
     bar = tqdm(plans, desc="units", unit="unit", disable=not progress, dynamic_ncols=True)
     for plan in bar:
         bar.set_postfix_str(plan.label)
-        inputs = _inputs(plan, experiment, hashes, atlas_keys)
+        inputs = _inputs(plan, experiment, hashes, atlas_keys, limit)
         key = unit_key(inputs)
         if plan.analysis.kind == "atlas":
             atlas_keys[(plan.analysis.name, plan.model.name, plan.data.name)] = key
@@ -242,7 +259,7 @@ def _run_units(experiment: Any, store: Any, hashes: _Hashes, progress: bool) -> 
                 atlas = store.folder(plan.from_atlas, plan.model.name, plan.data.name)
                 group[plan.from_atlas] = store.load(store.relative(atlas))
             t0 = time.perf_counter()
-            result = _compute(plan, hashes.model(plan.model)["path"], _options(plan, experiment), progress, group)
+            result = _compute(plan, hashes.model(plan.model)["path"], inputs["options"], progress, group)
             unit = store.save(plan.analysis.name, plan.model.name, plan.data.name, key, inputs, result,
                               time.perf_counter() - t0, report=experiment.unit_reports and plan.from_atlas is None)
             group[plan.analysis.name] = result
@@ -279,7 +296,7 @@ def _mark_started(out: Path, name: str) -> None:
 
 
 def run_experiment(path: str | Path, *, out: str | Path | None = None, progress: bool = True,
-                   fresh: bool = False) -> ExperimentRun:
+                   fresh: bool = False, limit: int | None = None) -> ExperimentRun:
     """Run (or resume) the experiment file ``path`` and write its report into ``out`` (default: the file's ``out``).
 
     Args:
@@ -287,14 +304,21 @@ def run_experiment(path: str | Path, *, out: str | Path | None = None, progress:
         out: the run folder (default: ``[experiment] out``, else ``runs/<name>``).
         progress: a progress bar over units (and the analyses' own bars) on stderr.
         fresh: recompute every unit even when a saved one has the same key.
+        limit: read at most this many sentences (documents) of each dataset in every unit (all when None); it is
+            part of each unit's options and key, and of ``run.json``'s ``options``.
 
     Returns:
         The :class:`ExperimentRun` (already written into ``out``).
+
+    Raises:
+        ConfigError: ``limit`` is not a whole number >= 1, or the file or ``out`` is refused.
     """
-    from probes.reports.record import run_record
+    from probes.runs.record import run_record
     from probes.runs.experiment_cache import UnitStore
     from probes.runs.experiment_spec import read_experiment
+    from probes.runs.inputs import check_run_options
 
+    check_run_options(limit=limit, loads=False)
     t0 = time.perf_counter()
     experiment = read_experiment(path)
     run_dir = Path(out if out is not None else experiment.out)
@@ -306,7 +330,7 @@ def run_experiment(path: str | Path, *, out: str | Path | None = None, progress:
     _mark_started(run_dir, experiment.name)
     shutil.copyfile(path, run_dir / "experiment.toml")
     hashes = _Hashes()
-    saved = _run_units(experiment, store, hashes, progress)
+    saved = _run_units(experiment, store, hashes, progress, limit)
     units_s = time.perf_counter() - t0
     record = run_record(
         COMMAND, experiment={"name": experiment.name, "title": experiment.title, "description": experiment.description,
@@ -320,7 +344,7 @@ def run_experiment(path: str | Path, *, out: str | Path | None = None, progress:
         seed_questions=experiment.seed_questions,
         report_options={"n_resamples": experiment.n_resamples, "tolerance": experiment.tolerance,
                         "seed": experiment.seed},
-        timings={"units_s": round(units_s, 3)})
+        timings={"units_s": round(units_s, 3)}, **({} if limit is None else {"options": {"limit": limit}}))
     return _report(run_dir, record)
 
 

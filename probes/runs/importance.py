@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from functools import partial
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from probes.errors import ConfigError
+from probes.reports.writer import write_output
 from probes.results import Result
 
 if TYPE_CHECKING:
@@ -74,15 +76,16 @@ class HeadImportance(Result):
 
     def format(self) -> str:
         """A terminal summary: the most important heads and the rank correlation."""
-        from probes.reports.importance_output import importance_summary
+        from probes.reports.importance.output import importance_summary
 
         return importance_summary(self.result, model=self.model, record=self.record)
 
     def write(self, out_dir: str | Path, *, figure_format: str = "png", overwrite: bool = False) -> dict[str, Path]:
         """Write ``importance.csv``, ``importance.md``, ``figures/``, ``importance/`` (this result) and ``run.json``."""
-        from probes.reports.importance_output import write_importance
+        from probes.reports.importance.output import write_importance
 
-        return write_importance(self, out_dir, figure_format=figure_format, overwrite=overwrite)
+        return write_output(out_dir, "probes importance", partial(write_importance, run=self),
+                            figure_format=figure_format, overwrite=overwrite)
 
 
 @dataclass(frozen=True)
@@ -110,16 +113,17 @@ class Pruning(Result):
 
     def format(self) -> str:
         """A terminal summary: how much can go on each curve, and the specialised/confident-last verdict."""
-        from probes.reports.importance_output import pruning_summary
+        from probes.reports.importance.output import pruning_summary
 
         return pruning_summary(self.curves, model=self.model, record=self.record)
 
     def write(self, out_dir: str | Path, *, figure_format: str = "png", overwrite: bool = False) -> dict[str, Path]:
         """Write ``pruning.csv``, ``pruning.md``, ``importance.csv`` (start), ``pruned_leaderboard.csv``,
         ``figures/``, ``pruning/`` (this result) and ``run.json``."""
-        from probes.reports.importance_output import write_pruning
+        from probes.reports.importance.output import write_pruning
 
-        return write_pruning(self, out_dir, figure_format=figure_format, overwrite=overwrite)
+        return write_output(out_dir, "probes prune", partial(write_pruning, run=self),
+                            figure_format=figure_format, overwrite=overwrite)
 
 
 
@@ -149,7 +153,7 @@ def _read(treebank: str | Path, select_on: str | Path | None, limit: int | None,
           ) -> tuple[list[Sentence], list[Sentence], dict[str, Any]]:
     """``(report sentences, selection sentences, data record)``: ``select_on`` or the two halves of ``treebank``."""
     from probes.analysis.split import SPLIT_RULE, half_of
-    from probes.reports.record import data_record
+    from probes.runs.record import data_record
     from probes.runs.inputs import data_name, read_sentences
 
     path, sentences = read_sentences(treebank, limit)
@@ -258,7 +262,7 @@ def _setup(model: str, treebank: str | Path, select_on: str | Path | None, *, ob
 def _record(command: str, setup: _Setup, model: str, options: Mapping[str, Any], extra: Mapping[str, Any]
             ) -> dict[str, Any]:
     from probes.extraction.loading import weights_sha256
-    from probes.reports.record import inputs_record, run_record
+    from probes.runs.record import inputs_record, run_record
 
     names = setup.data["selection"]
     inputs = {split: inputs_record(len(sents), len(sents) - len(setup.long[split]["skipped"]),

@@ -7,20 +7,18 @@ from __future__ import annotations
 
 import itertools
 import numbers
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from probes.errors import ConfigError, InputError
+from probes.runs.extraction_options import ExtractionOptions
 from probes.world import World
 
 if TYPE_CHECKING:
     from probes.corpora.types import Sentence
     from probes.extraction.extractor import AttentionExtractor
 
-__all__ = ["read_sentences", "open_attention_store", "load_extractor", "extraction_options", "check_run_options",
+__all__ = ["read_sentences", "open_attention_store", "load_extractor", "ExtractionOptions", "check_run_options",
            "data_name", "store_name", "gather_report"]
 
 
@@ -47,69 +45,43 @@ def open_attention_store(path: str | Path, flag: str = "store") -> Any:
     return open_store(path)
 
 
-def check_run_options(*, n_resamples: int | None = None, limit: int | None = None, **extractor: Any) -> None:
+def check_run_options(*, n_resamples: int | None = None, limit: int | None = None,
+                      extraction: ExtractionOptions | None = None, loads: bool = True, **extractor: Any) -> None:
     """Check a run's options before any work (reading data, loading the model): one ConfigError for the first bad one.
 
-    ``extractor``: options of :func:`probes.extraction.extractor.check_options` (``device``, ``dtype``,
-    ``batch_size``, ``on_long`` ...); ``n_resamples``: bootstrap resamples (>= 1); ``limit``: items per split.
+    ``n_resamples``: bootstrap resamples (>= 1); ``limit``: items per split. ``extraction`` and
+    ``extractor`` (options of :func:`probes.extraction.extractor.check_options`: ``device``, ``batch_size``,
+    ``on_long`` ...) are checked together, in one :meth:`ExtractionOptions.check`, when the run ``loads`` a
+    model by name (False: it was given an extractor or a store, and they go unused); :func:`load_extractor`
+    does not check them again.
     """
-    from probes.extraction.extractor import check_options
-
     for name, value, least in (("n_resamples", n_resamples, 1), ("limit", limit, 1)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least):
             raise ConfigError(f"{name} must be a whole number >= {least} (--{name.replace('_', '-')}), found {value!r}")
-    check_options(**extractor)
-
-
-#: Extractor options set for a block of code by :func:`extraction_options` (the CLI's ``--dtype``,
-#: ``--max-batch-tokens``, ``--max-attention-mb``, ``--device-map``).
-_EXTRACTION: ContextVar[dict[str, Any]] = ContextVar("probes_extraction_options", default={})
-#: The options :func:`extraction_options` takes.
-EXTRACTION_OPTIONS = ("dtype", "max_batch_tokens", "max_attention_mb", "device_map")
-
-
-@contextmanager
-def extraction_options(**options: Any) -> Iterator[None]:
-    """Inside the block, every :func:`load_extractor` call uses these options unless it names them itself.
-
-    How the CLI hands ``dtype``, ``max_batch_tokens``, ``max_attention_mb`` (None: no budget) and
-    ``device_map`` (None: not given) to the run functions (leaderboard, coreference, atlas, probing),
-    which load their extractor by name. Options left at None are not passed, except ``max_attention_mb``.
-
-    Raises:
-        ConfigError: an option not in ``EXTRACTION_OPTIONS``.
-    """
-    unknown = sorted(set(options) - set(EXTRACTION_OPTIONS))
-    if unknown:
-        raise ConfigError(f"extraction options: expected some of {', '.join(EXTRACTION_OPTIONS)}, found "
-                          f"{', '.join(unknown)}")
-    given = {k: v for k, v in options.items() if v is not None or k == "max_attention_mb"}
-    token = _EXTRACTION.set({**_EXTRACTION.get(), **given})
-    try:
-        yield
-    finally:
-        _EXTRACTION.reset(token)
+    if loads:
+        (extraction or ExtractionOptions()).check(**extractor)
 
 
 def load_extractor(model: str | Path, *, batch_size: int = 32, device: str | None = None, progress: bool = True,
-                   **options: Any) -> AttentionExtractor:
-    """An extractor for a model folder, ``package:NAME`` or hub name (``options`` go to ``from_pretrained``).
+                   extraction: ExtractionOptions | None = None, **options: Any) -> AttentionExtractor:
+    """An extractor for a model folder, ``package:NAME`` or hub name.
 
-    ``options`` include ``dtype``, ``max_batch_tokens``, ``max_attention_mb`` and ``device_map`` (see
-    :class:`~probes.extraction.extractor.AttentionExtractor`); those not given come from an enclosing
-    :func:`extraction_options` block, else the extractor's defaults.
+    ``extraction``: dtype, batch and memory bounds and device map (default :class:`ExtractionOptions`,
+    the extractor's defaults); ``options``: the other options of ``from_pretrained`` (``on_long``,
+    ``keep_tokens``, ``layers`` ...; an option of ``extraction`` named here too takes the value named here).
+    ``from_pretrained`` checks them all before the model loads.
+
+    Raises:
+        ConfigError: a bad option, or a device map under ``torchrun`` (every rank loads its own model).
     """
-    from probes.extraction.extractor import AttentionExtractor, check_options
+    from probes.extraction.extractor import AttentionExtractor
     from probes.extraction.loading import resolve_model
 
-    options = {**_EXTRACTION.get(), **options}
+    options = {**(extraction or ExtractionOptions()).as_kwargs(), **options}
     if options.get("device_map") is not None and World.current().distributed:
         raise ConfigError("device_map spreads one model over several devices, but under torchrun every rank loads "
                           "its own model: give each rank one device (--device cuda: the rank's own GPU) or run "
                           "without torchrun")
-    check_options(batch_size=batch_size, device=device,
-                  **{k: v for k, v in options.items() if k in ("dtype", "from_pool", "max_length", "on_long",
-                                                                "max_batch_tokens", "max_attention_mb")})
     return AttentionExtractor.from_pretrained(resolve_model(str(model)), batch_size=batch_size, device=device,
                                               progress=progress, **options)
 

@@ -25,16 +25,16 @@ never marked significant)::
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import threading
 import time
+from functools import partial
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from probes.analysis import ANALYSES
-from probes.analysis.base import Analysis, item_id
+from probes.analysis.base import Analysis
 from probes.analysis.baselines import OffsetBaseline
 from probes.analysis.dependency import HeadAccuracy
 from probes.analysis.driver import StreamResult, stream
@@ -45,33 +45,22 @@ from probes.analysis.split import Half, half_of
 from probes.errors import ConfigError
 from probes.heads.selection import LEADERBOARD_COLUMNS, SELECTION_MODES, LeaderboardRow, leaderboard_rows, table_correction
 from probes.reports.leaderboard import format_leaderboard, selection_record, write_leaderboard
-from probes.reports.record import (
-    FIGURE_FORMATS,
-    data_record,
-    inputs_lines,
-    inputs_record,
-    prepare_out_dir,
-    rank_out_dir,
-    run_record,
-    store_record,
-)
+from probes.reports.writer import write_output
+from probes.runs.record import inputs_record, run_record
+from probes.reports.inputs import inputs_lines
 from probes.results import Result, require_pandas
 from probes.runs.inputs import (
+    ExtractionOptions,
     check_run_options,
-    data_name,
     gather_report,
-    load_extractor,
-    open_attention_store,
-    read_sentences,
-    store_name,
 )
-from probes.world import World, block_record, world_record
+from probes.runs.leaderboard_inputs import from_model, from_stores
+from probes.world import World, world_record
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from probes.corpora.types import Sentence
-    from probes.extraction.attention import WordAttention
     from probes.extraction.extractor import AttentionExtractor
 
 __all__ = ["Leaderboard", "leaderboard", "leaderboard_from_pairs", "score_split", "score_halves", "check_analyses",
@@ -82,8 +71,6 @@ SAME = "same"
 
 #: Bootstrap settings of every leaderboard (recorded in ``run.json``).
 _BOOTSTRAP = {"n_resamples": 1000, "confidence": 0.95, "random_state": 0, "unit": "sentence"}
-#: What the extractors of a report store and a selection store must share.
-_SAME_EXTRACTION = ("model", "weights_sha256", "layers", "heads", "from_pool", "dtype")
 
 Pairs = Iterable[tuple["Sentence", "WordAttention"]]
 
@@ -148,21 +135,15 @@ class Leaderboard(Result):
     def write(self, out_dir: str | Path, *, figures: bool = True, figure_format: str = "png",
               overwrite: bool = False) -> dict[str, Path]:
         """Write ``leaderboard.{md,csv,json}``, ``scores.csv``, ``figures/``, each extra analysis' saved result
-        (``analyses/NAME/``) and ``run.json``; the paths by name.
+        (``analyses/NAME/``) and ``run.json``; the paths, keyed by their path relative to ``out_dir``.
 
         Args:
             out_dir: the folder; refused (ConfigError) when it holds other files than a previous output of
                 the same command, unless ``overwrite``.
             figures, figure_format: whether to draw the figures, and as ``png``, ``svg`` or ``pdf``.
         """
-        _check_figure_format(figure_format)
-        out_dir, figures = rank_out_dir(out_dir, figures)  # under torchrun only rank 0 writes to out_dir
-        prepare_out_dir(out_dir, self.record.get("command"), overwrite=overwrite)
-        saved = {f"analyses/{name}": result.save(Path(out_dir) / "analyses" / name)
-                 for name, result in self.analyses.items()}
-        paths, _ = write_leaderboard(self.rows, self.report, out_dir, select=self.select, record=self.record,
-                                     figures=figures, extra=saved, figure_format=figure_format)
-        return paths
+        return write_output(out_dir, self.record.get("command"), partial(write_leaderboard, board=self),
+                            figures=figures, figure_format=figure_format, overwrite=overwrite)
 
     def to_pandas(self) -> pd.DataFrame:
         """The rows as a table with ``leaderboard.csv``'s columns (layer and head 1-based)."""
@@ -178,11 +159,6 @@ class Leaderboard(Result):
             self.selection_mode, f"selected and reported on {self.reported_on} (optimistic)")
         model = html.escape(str(self.record.get("model", "model")))
         return f"<p><b>Leaderboard</b>: {model}, {html.escape(where)}</p>" + self.to_pandas()._repr_html_()
-
-
-def _check_figure_format(figure_format: str) -> None:
-    if figure_format not in FIGURE_FORMATS:
-        raise ConfigError(f"figure_format: expected one of {', '.join(FIGURE_FORMATS)}, found {figure_format!r}")
 
 
 #: Extra analyses of a pass: registered names (built with their defaults) or ready analyses by name.
@@ -218,18 +194,28 @@ def score_halves(pairs: Pairs, *, poss_rule: bool = True, analyses: ExtraAnalyse
     return done, {"select": halves["heads_select"].n_seen, "report": halves["heads"].n_seen}
 
 
+class _CheckedNames(tuple):  # type: ignore[type-arg]
+    """Analysis names as :func:`check_analyses` returns them: :func:`leaderboard_from_pairs` does not check
+    them again (one request, one check)."""
+
+
+class _CheckedAnalyses(dict):  # type: ignore[type-arg]
+    """Ready analyses as :func:`check_analyses` returns them (see :class:`_CheckedNames`)."""
+
+
 def check_analyses(names: ExtraAnalyses) -> tuple[str, ...] | dict[str, Analysis]:
     """The extra analyses a leaderboard can run on sentences, checked before any work.
 
     Names must be registered (:data:`probes.analysis.ANALYSES`); ready analyses (a mapping by name) must
-    take sentences, and their names must not clash with the leaderboard's own results.
+    take sentences, and their names must not clash with the leaderboard's own results. What it returns is
+    marked as checked, so that :func:`leaderboard_from_pairs` takes it as it is.
     """
     if isinstance(names, Mapping):
         for name, analysis in names.items():
             if analysis.items not in ("sentences", "any") or name.startswith(("heads", "baselines")):
                 raise ConfigError(f"analyses: {name!r} cannot run in a leaderboard (it takes {analysis.items}, "
                                   "or its name clashes with the leaderboard's heads/baselines)")
-        return dict(names)
+        return _CheckedAnalyses(names)
     usable = sorted(n for n, cls in ANALYSES.items() if cls.items in ("sentences", "any")
                     and n not in ("dependency", "baselines"))
     for name in names:
@@ -238,7 +224,7 @@ def check_analyses(names: ExtraAnalyses) -> tuple[str, ...] | dict[str, Analysis
         if name not in usable:
             raise ConfigError(f"analyses: {name!r} cannot run in a leaderboard (it takes "
                               f"{ANALYSES[name].items}, or is always run); expected some of {', '.join(usable)}")
-    return tuple(dict.fromkeys(names))
+    return _CheckedNames(dict.fromkeys(names))
 
 
 def _counts(split: StreamResult | HeadScores) -> dict[str, int]:
@@ -247,8 +233,9 @@ def _counts(split: StreamResult | HeadScores) -> dict[str, int]:
 
 
 def _inputs(split: StreamResult, name: str, extraction: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The split's ``inputs`` entry: ``extraction`` holds the ids the extractor skipped or windowed (filled
-    by :func:`_tracked` while the split ran); truncated ones are those the driver gave to no analysis."""
+    """The split's ``inputs`` entry: ``extraction`` holds the ids the extractor skipped or windowed (filled by
+    :func:`~probes.runs.leaderboard_inputs.tracked` while the split ran); truncated ones are those the driver
+    gave to no analysis."""
     extraction = extraction or {}
     skipped = list(extraction.get("skipped", ()))
     return inputs_record(split.n_items + len(skipped), split.n_items - len(split.skipped), skipped=skipped,
@@ -346,7 +333,8 @@ def leaderboard_from_pairs(
     rank's, in rank order). ``world``: the pairs are this rank's block of each split; the passes merge every
     rank's analyses (:func:`stream`), so the board equals one process' on the whole splits, on every rank.
     """
-    analyses = check_analyses(analyses)
+    if not isinstance(analyses, (_CheckedNames, _CheckedAnalyses)):  # checked already by leaderboard()
+        analyses = check_analyses(analyses)
     mode = mode or ("separate" if select_pairs is not None else "split")
     if mode not in SELECTION_MODES or (mode == "separate") != (select_pairs is not None):
         raise ConfigError(f"mode: expected one of {', '.join(SELECTION_MODES)} (separate exactly when selection "
@@ -381,150 +369,27 @@ def leaderboard_from_pairs(
                        {n: scored.report[n] for n in analyses})
 
 
-def _sentences(data: str | Path | Sequence[Sentence], what: str, limit: int | None = None
-               ) -> tuple[list[Sentence], dict[str, Any], str]:
-    """``(sentences, data record, name)`` of a treebank spec, or of sentences given as such (the first ``limit``)."""
-    if isinstance(data, (str, Path)):
-        path, sentences = read_sentences(data, limit)
-        return sentences, data_record(str(data), path, len(sentences)), data_name(data)
-    sentences = list(data)[:limit]
-    return sentences, {"sentences": len(sentences)}, f"{what} data"
-
-
-def _from_model(model: str | Path | AttentionExtractor, treebank: str | Path | Sequence[Sentence],
-                select_on: str | Path | Sequence[Sentence] | None, *, batch_size: int, device: str | None,
-                progress: bool, on_long: str = "skip", limit: int | None = None, world: World | None = None
-                ) -> tuple[Any, Any, str, str | None, dict[str, Any]]:
-    """Run a model on treebanks: ``(report_pairs, select_pairs, report_name, select_name, record)``.
-
-    Every rank reads the whole treebanks (the record describes them whole) and runs the model on its own
-    contiguous block of each split only (``record["blocks"]``: which one, see :func:`probes.world.block_record`).
-    """
-    from probes.extraction.loading import resolve_model
-
-    world = world or World()
-    given = not isinstance(model, (str, Path))
-    model_path = None if given else resolve_model(str(model))  # a bad name fails before any reading
-    t_read = time.perf_counter()
-    report_sents, report_data, report_name = _sentences(treebank, "report", limit)
-    select = _sentences(select_on, "selection", limit) if select_on is not None else None
-    reading_s = time.perf_counter() - t_read
-    t_load = time.perf_counter()
-    extractor = model if given else load_extractor(model_path, batch_size=batch_size, device=device,  # type: ignore
-                                                   progress=progress, on_long=on_long)
-    model_load_s = time.perf_counter() - t_load
-    record: dict[str, Any] = {
-        "model": str(model) if not given else extractor.name_or_path, "model_path": model_path,
-        "extractor": extractor.info(),
-        "data": {"report": report_data, **({"select": select[1]} if select else {})},
-        "options": {"batch_size": extractor.batch_size if given else batch_size,
-                    "device": str(extractor.device) if given else device},
-        "timings": {"reading_s": reading_s, "model_load_s": model_load_s},
-        "extraction_report": extractor.report,  # replaced by its final dict after the run
-        "extraction": {},  # per split: ids skipped / windowed, filled while the split runs
-        "blocks": {split: block_record(world, [item_id(s, k) for k, s in enumerate(sents)])
-                   for split, sents in (("select", select[0] if select else None), ("report", report_sents))
-                   if sents is not None},
-    }
-    select_pairs = (_tracked(extractor, world.take(select[0]), "selection split", record["extraction"], "select",
-                             world) if select else None)
-    report_pairs = _tracked(extractor, world.take(report_sents), "report split", record["extraction"], "report",
-                            world)
-    return report_pairs, select_pairs, report_name, select[2] if select else None, record
-
-
-def _tracked(extractor: AttentionExtractor, sentences: Sequence[Sentence], desc: str,
-             sink: dict[str, Any], split: str, world: World | None = None) -> Pairs:
-    """``extractor``'s pairs of ``sentences`` (progress bar labelled ``desc``); when they are all out,
-    ``sink[split]`` gets the ids it skipped or ran in windows during this split (its report is cumulative),
-    every rank's in rank order (a collective step, taken in the producer before it ends the stream)."""
-    from probes.extraction.extractor import PairStream
-
-    report = extractor.report
-    pairs = extractor.iter_attention(sentences, desc=desc, total=len(sentences))  # lazy: runs when iterated
-
-    def noted() -> Pairs:
-        before = {key: len(getattr(report, key)) for key in ("skipped", "windowed")}  # the report is cumulative
-        yield from pairs
-        mine = {key: list(getattr(report, key)[n:]) for key, n in before.items()}
-        sink[split] = {**gather_report(mine, world or World()), "max_tokens": report.max_tokens}
-
-    return PairStream.like(noted(), pairs)
-
-
-def _store_pairs(store: Any, desc: str, progress: bool, limit: int | None, world: World | None = None,
-                 block: dict[str, Any] | None = None) -> Pairs:
-    """A store's pairs (its first ``limit``; in a distributed run this rank's contiguous block of them, by index),
-    with a progress bar labelled ``desc``; ``block`` gets the block's range, count and first and last ids."""
-    import sys
-
-    from tqdm.auto import tqdm
-
-    total = len(store) if limit is None else min(len(store), limit)
-    mine = (world or World()).shard(total)
-    if block is not None:
-        block.update(range=[mine.start, mine.stop], count=len(mine), first=None, last=None)
-    pairs = tqdm(itertools.islice(iter(store), mine.start, mine.stop), desc=desc, total=len(mine), unit="sent",
-                 file=sys.stderr, disable=not progress, dynamic_ncols=True, mininterval=0.5)
-    for k, (sentence, attention) in enumerate(pairs):
-        if block is not None:
-            block["last"] = item_id(sentence, mine.start + k)
-            block["first"] = block["first"] or block["last"]
-        yield sentence, attention
-
-
-def _store_extraction(store: Any) -> dict[str, Any]:
-    """What the extractor that wrote ``store`` skipped or ran in windows (the store's report)."""
-    report = getattr(store, "report", {}) or {}
-    return {"skipped": list(report.get("skipped", ())), "windowed": list(report.get("windowed", ())),
-            "max_tokens": (getattr(store, "info", {}) or {}).get("max_tokens")}
-
-
-def _from_stores(store: Any, select_store: Any, progress: bool = False, limit: int | None = None,
-                 world: World | None = None) -> tuple[Any, Any, str, str | None, dict[str, Any]]:
-    """Read attention stores: ``(report_pairs, select_pairs, report_name, select_name, record)`` (the first
-    ``limit`` sentences of each; in a distributed run this rank's block of them, ``record["blocks"]``)."""
-    report = store if hasattr(store, "info") else open_attention_store(store, "--store")
-    select = None
-    if select_store is not None:
-        select = select_store if hasattr(select_store, "info") else open_attention_store(select_store,
-                                                                                          "--select-store")
-        _check_same_extraction(report.info, select.info)
-    info = report.info
-    blocks: dict[str, dict[str, Any]] = {"select": {}, "report": {}} if select is not None else {"report": {}}
-    record = {"model": info.get("model", str(report.path)), "extractor": dict(info),
-              "data": {"report": store_record(report), **({"select": store_record(select)} if select else {})},
-              "options": {"batch_size": None, "device": None}, "blocks": blocks,
-              "extraction": {"report": _store_extraction(report),
-                             **({"select": _store_extraction(select)} if select is not None else {})}}
-    select_pairs = (_store_pairs(select, "selection split (store)", progress, limit, world, blocks["select"])
-                    if select is not None else None)
-    return (_store_pairs(report, "report split (store)", progress, limit, world, blocks["report"]), select_pairs,
-            store_name(report), store_name(select) if select is not None else None, record)
-
-
-def _check_same_extraction(report: Mapping[str, Any], select: Mapping[str, Any]) -> None:
-    """ConfigError naming only the extraction options in which two stores differ."""
-    differ = [k for k in _SAME_EXTRACTION if report.get(k) != select.get(k)]
-    if differ:
-        shown = "; ".join(f"{k} {report.get(k)!r} vs {select.get(k)!r}" for k in differ)
-        raise ConfigError(f"--store and --select-store hold attention of different models or options: {shown}")
-
-
 def _check_sources(model: Any, treebank: Any, select_on: Any, store: Any, select_store: Any) -> tuple[bool, Any]:
-    """``(same-data selection?, select_on without "same")``; ConfigError for a wrong set of sources."""
+    """``(same-data selection?, select_on without "same")``; one ConfigError for a wrong set of sources.
+
+    The sources go in two sets: a model with a treebank (and ``select_on``), or a store (and
+    ``select_store``). The messages name the command-line flags, whose names are the arguments' own
+    (``--select-store``: ``select_store``), so they read right from Python and from ``probes leaderboard``.
+    """
     if (model is None) == (store is None):
-        raise ConfigError("give exactly one of model (run it on treebank) or store (attention from `probes extract`)")
+        raise ConfigError("give exactly one of --model (run a model on --treebank) or --store (read attention "
+                          "stored by `probes extract`)")
     same = isinstance(select_on, str) and select_on == SAME
-    if same:
-        if select_store is not None:
-            raise ConfigError("select_on='same' selects on the report data: drop select_store")
-        select_on = None
-    if store is not None and (treebank is not None or select_on is not None):
-        raise ConfigError("a store holds its sentences: drop treebank/select_on (use select_store for the selection)")
-    if model is not None and (treebank is None or select_store is not None):
-        raise ConfigError("with a model give treebank (the data to report on) and select_on, not select_store")
-    return same, select_on
+    if store is not None and (treebank is not None or (select_on is not None and not same)):
+        raise ConfigError("--store holds its sentences: drop --treebank/--select-on (use --select-store for "
+                          "the selection split)")
+    if model is not None and select_store is not None:
+        raise ConfigError("--select-store goes with --store; with --model use --select-on")
+    if same and select_store is not None:
+        raise ConfigError("--select-on same selects on the report data: drop --select-store")
+    if model is not None and treebank is None:
+        raise ConfigError("--treebank is required with --model (the data to report on)")
+    return same, None if same else select_on
 
 
 def leaderboard(
@@ -548,8 +413,10 @@ def leaderboard(
     preload_figures: bool = False,
     record: Mapping[str, Any] | None = None,
     analyses: ExtraAnalyses = (),
+    extraction: ExtractionOptions | None = None,
 ) -> Leaderboard:
-    """The head leaderboard of a model on a treebank, heads chosen on held-out data.
+    """The head :class:`Leaderboard` of a model on a treebank, heads chosen on held-out data; nothing is written
+    until ``board.write(folder)``.
 
     Args:
         model: a model folder, ``package:NAME``, hub name, or a ready :class:`AttentionExtractor`.
@@ -561,9 +428,9 @@ def leaderboard(
         name, select_name: names of the data in outputs (default: the file or spec names).
         relations, min_count, exclude: which relations to list.
         poss_rule: score ``nmod:poss`` through the following ``'s`` (Clark et al.'s rule).
-        batch_size, device, progress: for the extractor built from ``model``.
-        on_long: ``skip``, ``truncate`` or ``window``: what the extractor built from ``model`` does with
-            sentences over the model's maximum.
+        batch_size, device, progress, extraction: for the extractor built from ``model`` (``extraction``:
+            dtype, batch and memory bounds, device map; default the extractor's own, see ExtractionOptions).
+        on_long: ``skip``, ``truncate`` or ``window``: what that extractor does with sentences over its maximum.
         limit: read at most this many sentences of each treebank (all when None).
         preload_figures: import matplotlib while the model runs (when the board will be written with figures).
         record: extra fields for the run record (``command``, ``options`` ...).
@@ -572,15 +439,13 @@ def leaderboard(
             ``board.analyses`` and ``board.write`` saves them under ``analyses/NAME/``; or ready
             analyses by name (``{"surface": SurfaceStats()}``), run as they are.
 
-    Returns:
-        A :class:`Leaderboard`; nothing is written until ``board.write(folder)``.
-
     Under ``torchrun`` (:func:`probes.world.init_world`) each rank runs its contiguous block of each split; the
     analyses are merged in rank order, so every rank returns the one-process board (``record["world"]``).
     """
     same, select_on = _check_sources(model, treebank, select_on, store, select_store)
-    analyses = check_analyses(analyses)  # before any work
-    check_run_options(batch_size=batch_size, device=device, on_long=on_long, limit=limit)
+    analyses = check_analyses(analyses)  # before any work, once: leaderboard_from_pairs takes them as checked
+    check_run_options(batch_size=batch_size, device=device, on_long=on_long, limit=limit, extraction=extraction,
+                      loads=isinstance(model, (str, Path)))  # extractor options: for a model loaded here only
     if preload_figures:  # matplotlib's import overlaps the model run instead of adding to the writing time
         from probes.reports.figures import preload
 
@@ -588,21 +453,21 @@ def leaderboard(
     world = World.current()  # under torchrun: this rank's block of each split, merged with the others'
     progress = progress and world.is_main
     if model is not None:
-        report_pairs, select_pairs, report_name, sel_name, inputs = _from_model(
+        report_pairs, select_pairs, report_name, sel_name, inputs = from_model(
             model, treebank, select_on, batch_size=batch_size, device=device, progress=progress,  # type: ignore
-            on_long=on_long, limit=limit, world=world)
+            on_long=on_long, limit=limit, world=world, extraction=extraction)
     else:  # the first ``limit`` sentences of each store, as for treebanks
-        report_pairs, select_pairs, report_name, sel_name, inputs = _from_stores(store, select_store, progress, limit,
+        report_pairs, select_pairs, report_name, sel_name, inputs = from_stores(store, select_store, progress, limit,
                                                                                  world)
     inputs["options"]["limit"] = limit
     extraction_report = inputs.pop("extraction_report", None)
-    extraction = inputs.pop("extraction", None)
+    tracked = inputs.pop("extraction", None)  # per split: the ids skipped / windowed, filled while it runs
     blocks = inputs.pop("blocks")
     board = leaderboard_from_pairs(
         report_pairs, select_pairs=select_pairs, report_name=name or report_name, select_name=select_name or sel_name,
         record=_merge(run_record("probes.leaderboard", **inputs), record or {}), relations=relations,
         mode=SAME if same else None, min_count=min_count, exclude=exclude, poss_rule=poss_rule, analyses=analyses,
-        extraction=extraction, world=world)
+        extraction=tracked, world=world)
     final = {"world": world_record(world, blocks)}
     if extraction_report is not None:
         final["extraction_report"] = gather_report(extraction_report.as_dict(), world)

@@ -66,9 +66,11 @@ def _check_interrupted(code: int, stderr: str, message: str) -> None:
 
 
 # ------------------------------------------------------------------------------------ item 1: Ctrl-C
+# One real interrupted process per kind of command: the leaderboard (the model in a worker thread), extract (a
+# store to resume) and the demo (the real model).
 @pytest.mark.slow
-@pytest.mark.parametrize("attempt", range(3))
-def test_sigint_during_leaderboard_exits_130_with_one_line(tiny, tmp_path: Path, attempt: int) -> None:
+@pytest.mark.subprocess
+def test_sigint_during_leaderboard_exits_130_with_one_line(tiny, tmp_path: Path) -> None:
     """The model runs in a worker thread; Ctrl-C used to abort the interpreter (134, "terminate called")."""
     model, corpus = tiny
     out = tmp_path / "out"
@@ -79,6 +81,7 @@ def test_sigint_during_leaderboard_exits_130_with_one_line(tiny, tmp_path: Path,
 
 
 @pytest.mark.slow
+@pytest.mark.subprocess
 def test_sigint_during_extract_says_how_to_resume(tiny, tmp_path: Path) -> None:
     from probes.errors import StoreError
     from probes.extraction.store import open_store
@@ -97,6 +100,7 @@ def test_sigint_during_extract_says_how_to_resume(tiny, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.subprocess
 def test_sigint_during_demo(tmp_path: Path, minilm_path: Path) -> None:
     code, stderr = _interrupt(["demo", "--out", str(tmp_path / "demo"), "--progress"], tmp_path)
     _check_interrupted(code, stderr, "error: interrupted")
@@ -203,6 +207,7 @@ def test_hub_name_not_cached_fails_fast_with_advice(tmp_path: Path, monkeypatch:
 
 
 @pytest.mark.slow
+@pytest.mark.subprocess
 def test_cli_hub_name_offline_in_a_subprocess(tmp_path: Path) -> None:
     env = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_CACHE": str(tmp_path / "hf" / "hub"),
            "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}

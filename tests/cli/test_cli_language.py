@@ -116,7 +116,7 @@ def test_on_long_is_checked_while_parsing(command: str, capsys: pytest.CaptureFi
 
 def test_choices_are_those_of_the_library() -> None:
     from probes.extraction.extractor import ON_LONG
-    from probes.reports.record import FIGURE_FORMATS
+    from probes.reports.writer import FIGURE_FORMATS
 
     assert options.ON_LONG == tuple(ON_LONG) and options.FIGURE_FORMATS == tuple(FIGURE_FORMATS)
 
@@ -196,7 +196,7 @@ def test_coref_and_bridging_write_a_default_folder(command: str, tmp_path: Path,
 
 
 def test_probe_limit_is_the_default_of_both_split_limits(monkeypatch: pytest.MonkeyPatch) -> None:
-    from probes.runs import probing
+    from probes.runs import probing, probing_inputs
 
     seen: dict[str, Any] = {}
 
@@ -206,7 +206,7 @@ def test_probe_limit_is_the_default_of_both_split_limits(monkeypatch: pytest.Mon
             raise _Stop
         return [], {}, []
 
-    monkeypatch.setattr(probing, "_open_split", open_split)
+    monkeypatch.setattr(probing_inputs, "_open_split", open_split)
     with pytest.raises(_Stop):
         extractor = SimpleNamespace(name_or_path="m", info=dict)
         probing.probe(extractor, DEV, DEV, limit=5, max_eval=2, kinds=["per-head"], progress=False)

@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from probes.cli import main
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random BERT (tests/tiny_models.py): the command's outputs do not depend on the model being trained."""
+    from tests.tiny_models import build
+
+    return build("bert", tmp_path_factory.mktemp("probe-model"))
 
 
 def test_probe_needs_a_model_or_a_store(capsys):
@@ -19,11 +28,10 @@ def test_probe_rejects_unknown_probe_names(capsys):
     assert "error: unknown probe 'parser'" in capsys.readouterr().err
 
 
-@pytest.mark.slow
-def test_probe_on_minilm_and_ewt_writes_every_output(minilm_path, ewt, tmp_path, capsys):
+def test_probe_writes_every_output(tiny_bert, tmp_path, capsys):
     out = tmp_path / "run"
-    code = main(["probe", "--model", str(minilm_path), "--train", str(ewt / "en_ewt-ud-dev.conllu"),
-                 "--eval", str(ewt / "en_ewt-ud-test.conllu"), "--max-train", "40", "--max-eval", "15",
+    code = main(["probe", "--model", str(tiny_bert), "--train", "sample:dev", "--eval", "sample:test",
+                 "--max-train", "40", "--max-eval", "15",
                  "--out", str(out), "--no-progress", "--min-count", "5"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
@@ -48,14 +56,14 @@ def test_probe_on_minilm_and_ewt_writes_every_output(minilm_path, ewt, tmp_path,
     assert "torch" in run["versions"]
 
 
-@pytest.mark.slow
-def test_probe_reads_attention_stores(minilm_path, ewt, tmp_path, capsys):
+def test_probe_reads_attention_stores(tiny_bert, tmp_path, capsys):
     from probes.corpora import read_treebank
+    from probes.corpora.registry import resolve_treebank
     from probes.extraction.extractor import AttentionExtractor
     from probes.extraction.store import extract_to_store
 
-    ex = AttentionExtractor.from_pretrained(str(minilm_path), progress=False, device="cpu")
-    sents = list(read_treebank(ewt / "en_ewt-ud-dev.conllu"))
+    ex = AttentionExtractor.from_pretrained(str(tiny_bert), progress=False, device="cpu")
+    sents = list(read_treebank(resolve_treebank("sample:dev")))
     extract_to_store(ex, sents[:30], tmp_path / "train", progress=False)
     extract_to_store(ex, sents[30:45], tmp_path / "eval", progress=False)
     code = main(["probe", "--store-train", str(tmp_path / "train"), "--store-eval", str(tmp_path / "eval"),

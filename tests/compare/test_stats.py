@@ -1,4 +1,4 @@
-"""The comparison's small statistics against references: scipy's Spearman, the package's Holm, hand p-values."""
+"""The comparison's small statistics against references: scipy's spearmanr, a hand Holm loop, hand p-values."""
 
 from __future__ import annotations
 
@@ -20,17 +20,36 @@ def test_spearman_rows_matches_scipy_with_ties_and_is_nan_for_constants() -> Non
         assert got[row] == pytest.approx(ref, abs=1e-12) or (np.isnan(ref) and np.isnan(got[row]))
     assert spearman_rows([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
     assert np.isnan(spearman_rows([1, 1, 1], [1, 2, 3]))
+    assert np.isnan(spearman_rows([1.0], [2.0]))  # N < 2
+    # by hand, one tie: ranks (1, 2.5, 2.5, 4) and (1, 2, 3, 4) -> centred (-1.5, 0, 0, 1.5), (-1.5, -.5, .5, 1.5)
+    # rho = 4.5 / sqrt(4.5 * 5) = 0.9487
+    assert spearman_rows([1, 2, 2, 3], [1, 2, 3, 4]) == pytest.approx(4.5 / np.sqrt(4.5 * 5.0), abs=1e-15)
 
 
-def test_holm_rows_equals_holm_on_each_row_nan_kept() -> None:
+def _holm_reference(p: np.ndarray) -> np.ndarray:
+    """The textbook step-down on one row, as a plain loop: the i-th smallest of m tests times m - i, running max,
+    capped at 1; NaN is not a test."""
+    out = np.full(p.shape, np.nan)
+    tested = [j for j in range(p.size) if not np.isnan(p[j])]
+    running = 0.0
+    for i, j in enumerate(sorted(tested, key=lambda j: p[j])):  # stable: ties keep their order
+        running = max(running, (len(tested) - i) * p[j])
+        out[j] = min(1.0, running)
+    return out
+
+
+def test_holm_rows_equals_the_step_down_on_each_row_nan_kept() -> None:
     rng = np.random.default_rng(1)
     p = rng.random((50, 7)) ** 3
     p[rng.random(p.shape) < 0.2] = np.nan
+    p[:5, :3] = 0.01  # tied p-values
     got = holm_rows(p)
     for row in range(50):
-        np.testing.assert_allclose(got[row], holm(p[row]), equal_nan=True)
+        np.testing.assert_allclose(got[row], _holm_reference(p[row]), rtol=1e-15, equal_nan=True)
+        np.testing.assert_array_equal(holm(p[row]), got[row])  # the same function row by row
     # by hand: p = (0.01, 0.04, 0.03) -> sorted 0.01*3, 0.03*2, 0.04*1 -> 0.03, 0.06, max(0.06, 0.04) = 0.06
     np.testing.assert_allclose(holm_rows([[0.01, 0.04, 0.03]])[0], [0.03, 0.06, 0.06])
+    assert np.isnan(holm_rows([[np.nan, np.nan]])).all()
 
 
 def test_bootstrap_p_by_hand() -> None:

@@ -28,7 +28,7 @@ from probes.corpora.types import Sentence
 from probes.extraction.align import BatchPooler
 from probes.extraction.attention import WordAttention
 from probes.extraction.extractor import AttentionExtractor
-from tests.tiny_models import build
+from tests.tiny_models import build, tiny_families, uses_attention_interface
 
 WORDS = ("the quick brown fox jumps over the lazy dog and the cat sat on the mat , "
          "she did n't know whether the results were right : un-believ-able !").split()
@@ -45,8 +45,7 @@ def _sentences(lengths: list[int], prefix: str = "s") -> list[Sentence]:
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("budget_models")
-    out = {name: build(name, root) for name in ("bert", "roberta", "gpt2", "llama", "electra", "modernbert",
-                                                "deberta")}
+    out = {name: build(name, root) for name in tiny_families()}
     out["bert16"] = _with_heads(out["bert"], 16, root / "bert16")
     return out
 
@@ -70,7 +69,7 @@ def _run(extractor: AttentionExtractor, items: list[Sentence]) -> list[tuple[str
 
 
 # --------------------------------------------------------------------------- hooks == output_attentions
-@pytest.mark.parametrize("family", ["bert", "roberta", "gpt2", "llama", "electra", "modernbert", "deberta"])
+@pytest.mark.parametrize("family", tiny_families())
 def test_hooks_equal_output_attentions(models: dict[str, Path], family: str) -> None:
     items = _sentences([3, 9, 17, 6, 12])
     hooked = AttentionExtractor.from_pretrained(models[family], batch_size=3, device="cpu", progress=False,
@@ -79,7 +78,7 @@ def test_hooks_equal_output_attentions(models: dict[str, Path], family: str) -> 
                                    keep_tokens=True)
     reference._sites = False  # the output_attentions=True path
     got, want = _run(hooked, items), _run(reference, items)
-    if family == "deberta":  # declares no attention modules to transformers: the fallback is used
+    if not uses_attention_interface(models[family]):  # no attention modules to hook (DeBERTa-v2): the fallback
         assert hooked._sites is False
     else:
         assert isinstance(hooked._sites, tuple), "the hooked path must have been used"
@@ -295,7 +294,7 @@ def test_the_pipelines_keep_the_extractors_queue_bound(models: dict[str, Path]) 
     """The leaderboard's and coreference's wrappers around an extractor's pairs keep its ``max_queue_bytes``
     (a plain generator would lose it, and the queue would fall back to ``driver.QUEUE_BYTES``)."""
     from probes.runs.coreference import _noting
-    from probes.runs.leaderboard import _tracked
+    from probes.runs.leaderboard_inputs import tracked as _tracked
 
     extractor = AttentionExtractor.from_pretrained(models["bert"], max_attention_mb=8, progress=False)
     sink: dict[str, Any] = {}

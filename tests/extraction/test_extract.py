@@ -13,7 +13,8 @@ from probes.corpora.types import Sentence
 from probes.errors import ConfigError, ModelOutputError
 from probes.extraction.extractor import AttentionExtractor
 from tests.extraction.test_align import reference_pool
-from tests.tiny_models import BUILDERS, build
+from probes.extraction import families
+from tests.tiny_models import build, tiny_families
 
 SENTENCES = [
     "The quick brown fox jumps over the lazy dog .",
@@ -34,7 +35,7 @@ def sentence(i: int, text: str) -> Sentence:
 CORPUS = [sentence(i, t) for i, t in enumerate(SENTENCES)]
 
 
-@pytest.fixture(scope="module", params=sorted(BUILDERS))
+@pytest.fixture(scope="module", params=tiny_families())
 def tiny(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build(request.param, tmp_path_factory.mktemp("models"))
 
@@ -64,12 +65,14 @@ def test_matches_reference_and_rows_sum_to_one(tiny: Path, from_pool: str) -> No
 def test_specials_flagged_per_family(tiny: Path) -> None:
     ex = AttentionExtractor.from_pretrained(tiny, progress=False)
     _, wa = next(ex.iter_attention(CORPUS[:1]))
-    expected = {"bert": (1, 1), "roberta": (1, 1), "gpt2": (0, 0), "llama": (1, 0), "electra": (1, 1),
-                "deberta": (1, 1), "modernbert": (1, 1)}[tiny.name]
-    lead, trail = expected
+    mask = ex.tokenizer(list(CORPUS[0].words), is_split_into_words=True,
+                        return_special_tokens_mask=True)["special_tokens_mask"]  # the tokenizer's own account
+    lead, trail = mask.index(0), mask[::-1].index(0)
+    by_hand = {"bert": (1, 1), "gpt2": (0, 0), "llama": (1, 0)}  # [CLS] .. [SEP]; nothing; BOS ..
+    assert (lead, trail) == by_hand.get(tiny.name, (lead, trail))
     n_words = len(CORPUS[0].words)
     assert wa.is_special.tolist() == [True] * lead + [False] * n_words + [True] * trail
-    if tiny.name in ("gpt2", "llama"):  # causal: nothing above the diagonal
+    if families.FAMILIES[tiny.name].decoder:  # causal: nothing above the diagonal
         assert not np.triu(wa.weights, 1).any()
 
 

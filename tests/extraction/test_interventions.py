@@ -19,13 +19,13 @@ import torch
 from probes.errors import ConfigError, InputError
 from probes.extraction import families
 from probes.extraction.interventions import ABLATIONS, head_gates, head_means, intervene
-from tests.tiny_models import BUILDERS, build
+from tests.tiny_models import build, tiny_families
 
 IDS = [5, 9, 7, 12, 6, 8, 10, 11]  # ids every tiny vocabulary has
 ABLATED = ((0, 1), (1, 0), (1, 3))  # (layer, head) removed in the ablation tests
 
 
-@pytest.fixture(scope="module", params=sorted(BUILDERS))
+@pytest.fixture(scope="module", params=tiny_families())
 def family(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Any, Path]:
     from transformers import AutoModel
 
@@ -88,8 +88,7 @@ def test_all_gates_one_is_the_unmodified_model(family: tuple[str, Any, Path]) ->
     torch.testing.assert_close(again, plain, atol=0, rtol=0)  # hooks removed on exit
 
 
-def _zeroed_columns(model: Any, cells: tuple[tuple[int, int], ...], batch: dict[str, torch.Tensor],
-                    gpt2: bool) -> torch.Tensor:
+def _zeroed_columns(model: Any, cells: tuple[tuple[int, int], ...], batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """The output with the projection columns that read the heads in ``cells`` set to 0 (by hand)."""
     sites = families.head_sites(model)
     saved = [site.module.weight.detach().clone() for site in sites]
@@ -98,7 +97,7 @@ def _zeroed_columns(model: Any, cells: tuple[tuple[int, int], ...], batch: dict[
             for layer, head in cells:
                 weight, d = sites[layer].module.weight, sites[layer].head_dim
                 cols = slice(head * d, (head + 1) * d)
-                if gpt2:  # Conv1D: (in, out)
+                if type(sites[layer].module).__name__ == "Conv1D":  # GPT-2's Conv1D: (in, out)
                     weight[cols] = 0.0
                 else:  # Linear: (out, in)
                     weight[:, cols] = 0.0
@@ -110,9 +109,9 @@ def _zeroed_columns(model: Any, cells: tuple[tuple[int, int], ...], batch: dict[
 
 
 def test_zero_ablation_and_zero_gates_equal_zeroed_projection_columns(family: tuple[str, Any, Path]) -> None:
-    name, model, _ = family
+    _, model, _ = family
     batch = _batch()
-    expected = _zeroed_columns(model, ABLATED, batch, gpt2=name == "gpt2")
+    expected = _zeroed_columns(model, ABLATED, batch)
     gates = (~_mask()).double()
     with torch.no_grad():
         with intervene(model, ablate=_mask()):
@@ -265,7 +264,7 @@ def _uniform_softmax(model: Any, cells: tuple[tuple[int, int], ...]) -> Iterator
     import torch.nn.functional as F
 
     original = F.softmax
-    output_path = families.HEAD_OUTPUT_MODULES[model.config.model_type][1]
+    output_path = families.FAMILIES[model.config.model_type].head_output or ""
     blocks = [model.get_submodule(site.name[:-len(output_path) - 1]) for site in families.head_sites(model)]
 
     def patched_for(layer: int) -> Callable[..., torch.Tensor]:
@@ -335,13 +334,32 @@ def test_uniform_attention_is_the_same_under_sdpa(family: tuple[str, Any, Path])
 
 
 def test_value_sites_know_the_family(family: tuple[str, Any, Path]) -> None:
-    name, model, _ = family
+    name, model, folder = family
     sites = families.value_sites(model)
     assert [s.layer for s in sites] == [0, 1]
     assert all(dict(model.named_modules())[s.name] is s.module for s in sites)
     assert [sites[0].kv_head(h) for h in range(4)] == ([0, 0, 1, 1] if name == "llama" else [0, 1, 2, 3])
-    windows = {"gpt2": [(None, 0)] * 2, "llama": [(None, 0)] * 2, "modernbert": [(None, None), (2, 2)]}
-    assert [(s.before, s.after) for s in sites] == windows.get(name, [(None, None)] * 2)
+    assert [(s.before, s.after) for s in sites] == _windows_seen(folder)
+    if name == "modernbert":  # local layers of window 2, every other layer from the first (by hand)
+        assert [(s.before, s.after) for s in sites] == [(None, None), (2, 2)]
+
+
+def _windows_seen(folder: Path) -> list[tuple[int | None, int | None]]:
+    """Per layer ``(before, after)``: how far back and ahead the model's own attention reaches on one input of
+    ``T`` tokens without padding (``None``: all ``T - 1`` tokens, i.e. no limit this input shows).
+
+    A model of its own: ``output_attentions`` leaves transformers' recording hooks on the model it runs."""
+    from transformers import AutoModel
+
+    model = AutoModel.from_pretrained(folder, attn_implementation="eager").eval()
+    with torch.no_grad():
+        maps = model(input_ids=torch.tensor([IDS]), output_attentions=True).attentions  # L x (1, H, T, T)
+    seen = []
+    for layer in maps:
+        i, j = torch.nonzero(layer[0].abs().sum(0) > 0, as_tuple=True)  # (query, key) pairs attended
+        before, after = int((i - j).max()), int((j - i).max())
+        seen.append(tuple(None if reach == len(IDS) - 1 else reach for reach in (before, after)))
+    return seen  # type: ignore[return-value]
 
 
 def test_shapes_and_options_are_checked(family: tuple[str, Any, Path]) -> None:

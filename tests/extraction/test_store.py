@@ -115,6 +115,7 @@ extract_to_store(ex, corpus(160), {out!r}, shard_size=4)
 
 
 @pytest.mark.slow
+@pytest.mark.subprocess
 def test_resume_after_sigkill_gives_same_bytes(bert: Path, tmp_path: Path) -> None:
     """Kill a real extraction process midway with SIGKILL, resume it, compare with an uninterrupted run."""
     out = tmp_path / "killed"
@@ -364,18 +365,5 @@ def test_ranks_refuse_other_sentences_in_a_finished_store(bert: Path, tmp_path: 
     assert folder_bytes(tmp_path / "s") == before
 
 
-@pytest.mark.slow
-def test_torchrun_cli_extract_writes_the_one_process_store(bert: Path, tmp_path: Path,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
-    """`torchrun --nproc-per-node 2 -m probes extract ...` (gloo) writes the store `probes extract` writes."""
-    from probes.cli import main
-    from tests.runs.test_distributed import torchrun
-
-    sample = REPO / "probes" / "corpora" / "sample" / "sample-dev.conllu"
-    args = ["extract", "-m", str(bert), "-t", str(sample), "--shard-size", "20", "--no-progress"]
-    ranks = torchrun([*args, "--store", str(tmp_path / "ranks")], tmp_path)
-    assert ranks.returncode == 0, ranks.stderr[-3000:]
-    assert ranks.stdout.count("store:") == 1 and "written by 2 ranks" in ranks.stdout  # rank 0 alone prints
-    assert main([*args, "--store", str(tmp_path / "one")]) == 0
-    capsys.readouterr()
-    assert folder_bytes(tmp_path / "ranks") == folder_bytes(tmp_path / "one")
+# `torchrun --nproc-per-node 2 -m probes extract` against `probes extract`: tests/runs/test_distributed.py (its one
+# torchrun launch runs every distributed command).

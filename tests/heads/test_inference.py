@@ -10,7 +10,7 @@ import pytest
 
 from probes.analysis.split import HALVES, SPLIT_SALT, Half, half_of, split_key
 from probes.errors import ConfigError
-from probes.heads.inference import correct_rows, holm, near_ties, p_from_z, paired_z
+from probes.heads.inference import _critical, correct_rows, holm, near_ties, p_from_z, paired_z
 
 
 # ------------------------------------------------------------------------------ the paired ratio test
@@ -51,6 +51,17 @@ def test_p_from_z_is_the_normal_two_sided_p() -> None:
     p = p_from_z([0.0, 1.959963984540054, -1.959963984540054, math.inf, math.nan])
     assert p[:4] == pytest.approx([1.0, 0.05, 0.05, 0.0])
     assert math.isnan(p[4])
+    z = np.random.default_rng(0).normal(size=(50, 4)) * 4  # against erfc(|z| / sqrt 2), the textbook form
+    np.testing.assert_allclose(p_from_z(z), np.vectorize(lambda v: math.erfc(abs(v) / math.sqrt(2.0)))(z),
+                               rtol=1e-12)
+    assert p_from_z(z).shape == (50, 4) and p_from_z(2.0).shape == ()
+
+
+def test_near_ties_critical_value_is_the_normal_quantile() -> None:
+    assert _critical(0.05) == pytest.approx(1.959963984540054, abs=1e-14)  # tables of the normal distribution
+    assert _critical(0.01) == pytest.approx(2.5758293035489004, abs=1e-14)
+    for alpha in (0.2, 0.05, 0.001):
+        assert math.erfc(_critical(alpha) / math.sqrt(2.0)) == pytest.approx(alpha, rel=1e-12)
 
 
 # ------------------------------------------------------------------------------------------- Holm
@@ -60,6 +71,9 @@ def test_holm_by_hand() -> None:
     out = holm([0.5, math.nan, 0.001])  # NaN is not a test: m = 2
     assert out[0] == pytest.approx(0.5) and out[2] == pytest.approx(0.002) and math.isnan(out[1])
     assert holm([0.6, 0.9]).tolist() == [1.0, 1.0]  # 2*0.6 capped at 1; monotone
+    # rows along the last axis, each its own family: (0.01, 0.04) -> 0.02, 0.04; (NaN, 0.2) -> m = 1
+    np.testing.assert_allclose(holm([[0.01, 0.04], [math.nan, 0.2]]), [[0.02, 0.04], [math.nan, 0.2]])
+    assert holm([]).shape == (0,)
 
 
 def test_correct_rows_controls_the_family_and_skips_untestable_rows() -> None:

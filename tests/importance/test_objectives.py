@@ -17,7 +17,7 @@ from probes.extraction.loading import load_tokenizer
 from probes.importance.batches import encode_sentences, make_batches
 from probes.importance.objectives import (CallableObjective, LanguageModelObjective, Objective, ProbeObjective,
                                           RepresentationObjective, probe_label, word_states)
-from tests.tiny_models import BUILDERS, build
+from tests.tiny_models import build, tiny_families
 
 WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "cat", "sat", "on", "mat", "and",
          "barked", "at", "it", "unbelievable", "result", "a", "she"]
@@ -278,7 +278,7 @@ def test_representation_gradient_vanishes_at_the_unmodified_model(bert: tuple[An
     assert "gradient is 0" in obj.describe()["note"]
 
 
-@pytest.mark.parametrize("family", sorted(BUILDERS))
+@pytest.mark.parametrize("family", tiny_families())
 def test_word_states_and_representation_on_every_family(family: str, tmp_path: Path) -> None:
     """Word states equal a per-sentence hand mean over each word's tokens (with padding in the batch), and the
     representation loss is 0 unmodified and > 0 with a layer's heads gated off, for every tokenizer and family."""
@@ -290,9 +290,13 @@ def test_word_states_and_representation_on_every_family(family: str, tmp_path: P
     assert (batch.attention_mask == 0).any()
     with torch.no_grad():
         states, has = word_states(model, batch)
+    # transformers computes rotary angles in float32 even in a float64 model, and that float32 product rounds
+    # by the batch's shape on some CPUs: a rotary model agrees to float32 precision, any other to 1e-9.
+    rotary = any("rotary" in name for name, _ in model.named_modules())
+    tolerance = {"rtol": 1e-5, "atol": 1e-6} if rotary else {"atol": 1e-9}
     for row, s in enumerate(batch.sentences):
         assert has[row].tolist() == [w < len(s.words) for w in range(states.shape[1])]
-        np.testing.assert_allclose(states[row, :len(s.words)].numpy(), _word_states_alone(model, s), atol=1e-9)
+        np.testing.assert_allclose(states[row, :len(s.words)].numpy(), _word_states_alone(model, s), **tolerance)
     obj = RepresentationObjective()
     batch = obj.prepare(model, batch)
     with torch.no_grad():

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from probes.errors import InputError
-from probes.reports import atlas_figures as af
-from probes.reports.atlas_html import ExampleMaps, write_atlas_html, write_head_view
+from probes.reports.atlas import figures as af
+from probes.reports.atlas.html import ExampleMaps, write_atlas_html, write_head_view
 
 pd = pytest.importorskip("pandas")
 PIL = pytest.importorskip("PIL.Image")

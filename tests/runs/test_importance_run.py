@@ -128,7 +128,7 @@ def test_the_cli_choices_are_the_librarys() -> None:
 def test_a_relation_absent_from_the_report_data_is_nan_in_the_pruned_leaderboard(tiny: str, tmp_path: Path) -> None:
     """Relations listed on the selection data may have no word in the report data (found on 200 EWT test
     sentences, where ``det:*`` had none): their accuracies are NaN and the report says why, instead of failing."""
-    from probes.reports.importance_output import leaderboard_markdown
+    from probes.reports.importance.output import leaderboard_markdown
 
     report = tmp_path / "two.conllu"
     report.write_text("# sent_id = a\n# text = Dogs bark .\n1\tDogs\tdog\tNOUN\tNNS\t_\t2\tnsubj\t_\t_\n"

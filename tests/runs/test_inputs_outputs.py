@@ -141,7 +141,7 @@ def test_every_run_type_refuses_a_non_empty_folder(kind: str, tmp_path: Path) ->
 
 
 def test_store_mismatch_names_only_the_options_that_differ() -> None:
-    from probes.runs.leaderboard import _check_same_extraction
+    from probes.runs.leaderboard_inputs import check_same_extraction as _check_same_extraction
 
     a = {"model": "m", "weights_sha256": "abc", "layers": [0, 1], "heads": [0, 1, 2], "from_pool": "mean",
          "dtype": "float32"}
@@ -174,7 +174,7 @@ def test_run_record_says_how_the_run_was_started(tiny_bert: Path, tmp_path: Path
 
 
 def test_no_git_no_failure(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    import probes.reports.record as record
+    import probes.runs.record as record
 
     assert record.git_commit(tmp_path) is None  # not a checkout
 

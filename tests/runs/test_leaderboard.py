@@ -139,7 +139,7 @@ def test_board_views_are_one_based_and_say_where_heads_were_chosen(tmp_path):
 
 def test_run_record_is_written_once_and_lists_every_file(tmp_path, monkeypatch):
     import probes.reports.leaderboard as report_module
-    import probes.reports.record as record_module
+    import probes.reports.writer as record_module
     from probes.reports.tables import write_json
 
     written = []

@@ -1,0 +1,134 @@
+"""Write an atlas: ``heads.csv``, ``atlas.md``, ``atlas.html``, ``head_view.html``, ``figures/``, ``run.json``.
+
+Everything is made from the :class:`~probes.runs.atlas.Atlas` alone, so a saved atlas (``atlas/``,
+read back with :func:`probes.load`) can be written again without the model.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from probes.reports.atlas.table import ROLE_RULES
+from probes.reports.atlas.text import RULES, findings
+from probes.reports.writer import OutputFolder
+from probes.reports.tables import markdown_table, write_csv
+
+__all__ = ["write_atlas", "atlas_markdown"]
+
+
+def _title(atlas: Any) -> str:
+    data = atlas.record.get("data", {})
+    return f"Head atlas: {atlas.record.get('model', 'model')} on {data.get('name', data.get('treebank', 'the data'))}"
+
+
+def _figures(atlas: Any, table: Any, folder: Path, suffix: str = "png") -> dict[str, Path]:
+    """The atlas figures as ``suffix`` files, by caption (Clark Figs. 1, 2, 4, 6 and Kovaleva Fig. 2)."""
+    from probes.reports.atlas.figures import (
+        example_heads,
+        write_attention_targets,
+        write_entropy,
+        write_mds,
+        write_pattern_distribution,
+        write_sentence_heads,
+    )
+
+    name = atlas.record.get("model", "model")
+    out = {
+        "Attention to kinds of tokens per layer (Clark et al. Fig. 2)":
+            write_attention_targets(table, folder / f"attention_targets.{suffix}", title=f"{name}: where heads attend"),
+        "Entropy per layer (Clark et al. Fig. 4)":
+            write_entropy(table, atlas.surface.uniform_entropy, folder / f"entropy.{suffix}", title=f"{name}: entropy"),
+        "Heads laid out by Jensen-Shannon distance (Clark et al. Fig. 6)":
+            write_mds(table, folder / f"mds.{suffix}", title=f"{name}: MDS of head distances"),
+        "Attention patterns per layer (Kovaleva et al. Fig. 2)":
+            write_pattern_distribution(atlas.patterns.per_layer(), folder / f"patterns.{suffix}",
+                                       title=f"{name}: patterns per layer"),
+    }
+    if atlas.example is not None:
+        out[f"Chosen heads on sentence {atlas.example_id} (Clark et al. Fig. 1)"] = write_sentence_heads(
+            atlas.example.weights, atlas.example.tokens, example_heads(table), folder / f"sentence.{suffix}",
+            title=f"{name}: sentence {atlas.example_id}")
+    return out
+
+
+def _notes(atlas: Any) -> list[str]:
+    """The rules behind every column and figure, for ``atlas.md`` and ``atlas.html``."""
+    from probes.analysis.patterns import AGREEMENT
+
+    record = atlas.record
+    lines = [f"{name}: {rule}" for name, rule in ROLE_RULES.items()]
+    lines.append(f"patterns: Kovaleva et al.'s five classes by documented rules (probes.analysis.patterns); agreement "
+                 f"with {AGREEMENT['n_all']} hand-labelled real maps: Cohen's kappa {AGREEMENT['kappa_heldout']:.2f} "
+                 f"on the {AGREEMENT['n_heldout']} maps held out from calibration")
+    lines.append(f"groups: {record.get('groups', {}).get('rule', '')}; distances from "
+                 f"{record.get('groups', {}).get('distance_sentences')} sentences")
+    lines.append(f"best relation: {_profile_rule()}")
+    lines += [f"finding ({key}): {rule}" for key, rule in RULES.items()]
+    selection = (record.get("leaderboard") or {}).get("selection") or {}
+    if selection:
+        lines.append(f"leaderboard selection: {selection.get('mode')} (selected on {selection.get('selected_on')}, "
+                     f"reported on {selection.get('reported_on')})")
+    if atlas.gradients is None:
+        lines.append(f"gradient importance: {atlas.gradients_note}")
+    lines.append("Layers and heads are 1-based (layer-head).")
+    return lines
+
+
+def _profile_rule() -> str:
+    from probes.heads.profile import PROFILE_RULE
+
+    return PROFILE_RULE
+
+
+def _markdown(rows: list[dict[str, Any]]) -> str:
+    """A Markdown table of ``rows`` with their own keys as columns."""
+    return markdown_table(rows, list(rows[0])) if rows else ""
+
+
+def atlas_markdown(atlas: Any, figures: dict[str, Path], out: Path, table: Any = None,
+                   found: list[Any] | None = None) -> str:
+    """``atlas.md``: the findings beside Clark et al.'s, the figures, the notable heads and the rules."""
+    table = atlas.heads_table() if table is None else table
+    found = findings(atlas) if found is None else found
+    parts = [f"# {_title(atlas)}\n", "Layers and heads are 1-based (`layer-head`). One row per head: `heads.csv`; "
+             "everything interactive: `atlas.html`.\n", "## Findings beside Clark et al. 2019 (BERT-base)\n",
+             _markdown([f.as_dict() for f in found]), ""]
+    for caption, path in figures.items():
+        parts.append(f"### {caption}\n\n![{caption}]({path.relative_to(out).as_posix()})\n")
+    notable = table[(table["positional"] != 0) | table["rare_word"] | table["syntactic"]]
+    columns = ["head_name", "pattern", "confidence", "positional", "rare_word", "syntactic_relations",
+               "best_relation", "best_accuracy", "best_margin", "cluster"]
+    if len(notable):
+        rows = notable[[c for c in columns if c in notable.columns]].to_dict("records")
+        parts += ["## Heads with a role\n", _markdown(rows), ""]
+    parts += ["## Rules\n", *[f"- {line}" for line in _notes(atlas)], ""]
+    return "\n".join(parts)
+
+
+def write_atlas(folder: OutputFolder, atlas: Any) -> dict[str, Any]:
+    """Write every file of an atlas into ``folder`` (see the module); the run record to write last. The figures
+    are PNG (``atlas.html`` embeds them), and also ``folder.figure_format`` (``svg``, ``pdf``) when another is asked for."""
+    from probes.reports.atlas.html import ExampleMaps, write_atlas_html, write_head_view
+
+    out, fmt = folder.root, folder.figure_format
+    table = atlas.heads_table()
+    folder.add(write_csv(table.to_dict("records"), out / "heads.csv", columns=list(table.columns)))
+    figures = _figures(atlas, table, out / "figures")
+    extra = [] if fmt == "png" else list(_figures(atlas, table, out / "figures", fmt).values())
+    example = None
+    if atlas.example is not None:
+        example = ExampleMaps.from_tokens(atlas.example, name=atlas.example_id)
+        folder.add(write_head_view(out / "head_view.html", example.weights, example.labels,
+                                   title=f"{_title(atlas)}: head view", name=atlas.example_id))
+    found = findings(atlas)
+    summary = [(f.topic, f"{f.here} [holds: {f.holds}]") for f in found]
+    folder.add(write_atlas_html(out / "atlas.html", table, title=_title(atlas), summary=summary,
+                                figures={c: p for c, p in figures.items()}, example=example, notes=_notes(atlas)))
+    folder.text("atlas.md", atlas_markdown(atlas, figures, out, table, found))
+    folder.list_only(*atlas.board.write(out / "leaderboard", figures=False, overwrite=True).values())
+    folder.save("atlas", atlas)
+    folder.add(*figures.values(), *extra)
+    record = dict(atlas.record)
+    record["timings"] = {**record.get("timings", {}), "writing_s": folder.seconds()}
+    return record

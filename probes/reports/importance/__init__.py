@@ -1,0 +1,1 @@
+"""The files of probes importance and probes prune: tables, Markdown, figures and terminal summaries."""

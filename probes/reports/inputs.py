@@ -1,0 +1,37 @@
+"""What happened to a run's inputs, in sentences: one line per split of a run record's ``inputs``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["inputs_lines"]
+
+
+def _ids(ids: Sequence[str], limit: int | None) -> str:
+    if limit is None or len(ids) <= limit:
+        return ", ".join(ids)
+    return ", ".join(ids[:limit]) + f" and {len(ids) - limit} more"
+
+
+#: How the splits of an ``inputs`` section are named in sentences.
+_SPLIT_NAMES = {"select": "selection", "eval": "evaluation", "train": "training"}
+
+
+def inputs_lines(inputs: Mapping[str, Mapping[str, Any]], *, limit: int | None = 10) -> list[str]:
+    """One line per split of an ``inputs`` section (``{split: inputs_record}``), naming the ids cut or windowed
+    (the first ``limit`` of each kind; None: all), e.g. ``report split (test.conllu): 9 of 10 sentences
+    analysed; over 64 tokens: 1 skipped: s600``."""
+    lines = []
+    for name, split in inputs.items():
+        unit = split.get("unit", "sentences")
+        phase = _SPLIT_NAMES.get(name, name)
+        label = f"{phase} split ({split['data']})" if split.get("data") else f"{phase} split"
+        text = f"{label}: {split['analysed']} of {split['seen']} {unit} analysed"
+        parts = [f"{len(split[k])} {label}: {_ids(split[k], limit)}"
+                 for k, label in (("skipped", "skipped"), ("truncated", "truncated, not analysed"),
+                                  ("windowed", "run in windows, analysed"),
+                                  ("cut", "cut to the words that fit, analysed")) if split.get(k)]
+        most = f"over {split['max_tokens']} tokens" if split.get("max_tokens") else "over the model's maximum"
+        lines.append(text + (f"; {most}: " + "; ".join(parts) if parts else f"; none {most}"))
+    return lines

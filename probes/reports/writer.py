@@ -1,0 +1,224 @@
+"""The one way a run writes its files: :func:`write_output`.
+
+Every command's ``write`` goes through it, so every output folder is made the same way:
+
+1. the figure format is checked (``png``, ``svg`` or ``pdf``) before anything is written;
+2. under ``torchrun`` only rank 0 writes to the folder asked for (other ranks write a scratch copy);
+3. a folder holding anything but a previous output of the same command is refused (``--overwrite``);
+   a previous output of the same command is replaced, its listed files removed first;
+4. the command's report writer adds its files through an :class:`OutputFolder`;
+5. ``run.json`` is written last, listing every file of the run, itself included.
+
+The paths written come back keyed by their path relative to the folder (``figures/overview.png``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from probes.errors import ConfigError
+from probes.heads.naming import INDEXING_NOTE
+from probes.reports.tables import write_json
+from probes.world import World
+
+__all__ = ["OutputFolder", "write_output", "FIGURE_FORMATS", "check_figure_format", "check_out_dir",
+           "prepare_out_dir", "rank_out_dir", "write_record"]
+
+log = logging.getLogger("probes")
+
+#: File formats a run's figures can be written in (``write(..., figure_format=...)``).
+FIGURE_FORMATS: tuple[str, ...] = ("png", "svg", "pdf")
+
+#: A command's report writer: adds its files to the folder and returns the run record to write.
+ReportWriter = Callable[["OutputFolder"], Mapping[str, Any]]
+
+
+def check_figure_format(figure_format: str) -> str:
+    """``figure_format`` if it is one of :data:`FIGURE_FORMATS`, else a ConfigError naming them."""
+    if figure_format not in FIGURE_FORMATS:
+        raise ConfigError(f"figure_format: expected one of {', '.join(FIGURE_FORMATS)}, found {figure_format!r}")
+    return figure_format
+
+
+class OutputFolder:
+    """The folder of one run while it is written: files are added through it, keyed by relative path.
+
+    Attributes:
+        root: the folder.
+        figures: whether figures are drawn (False on ranks other than 0 of a ``torchrun`` run).
+        figure_format: ``png``, ``svg`` or ``pdf``.
+        files: every file added so far, by its path relative to ``root`` (posix), in the order added.
+    """
+
+    def __init__(self, root: Path, *, figures: bool = True, figure_format: str = "png") -> None:
+        self.root = root
+        self.figures = figures
+        self.figure_format = figure_format
+        self.files: dict[str, Path] = {}
+        self._listed: list[Path] = []
+        self._t0 = time.perf_counter()
+
+    def path(self, name: str) -> Path:
+        """Where the file ``name`` (relative, ``/``-separated, inside the folder) goes; its folder is made."""
+        relative = PurePosixPath(name)
+        if relative.is_absolute() or ".." in relative.parts or not relative.parts:
+            raise ConfigError(f"{self.root}: output file name {name!r} must be a relative path inside the folder")
+        path = self.root.joinpath(*relative.parts)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def add(self, *paths: Path) -> None:
+        """Record files written into the folder (by any writer), keyed by their relative path."""
+        for path in paths:
+            self.files[self._key(path)] = path
+
+    def add_all(self, paths: Iterable[Path]) -> None:
+        """:meth:`add` for every path of ``paths``."""
+        self.add(*paths)
+
+    def list_only(self, *paths: Path) -> None:
+        """Files (or folders) that ``run.json`` lists but the returned paths leave out (a saved result's files)."""
+        self._listed.extend(paths)
+
+    def text(self, name: str, text: str) -> Path:
+        """Write ``text`` (UTF-8) to ``name`` and add it."""
+        path = self.path(name)
+        path.write_text(text, encoding="utf-8")
+        self.add(path)
+        return path
+
+    def save(self, name: str, result: Any) -> Path:
+        """Save a :class:`~probes.results.Result` under ``name``; ``run.json`` lists its two files."""
+        from probes.results import ARRAYS_FILE, RESULT_FILE
+
+        folder = result.save(self.path(f"{name}/{RESULT_FILE}").parent)
+        self.list_only(folder / RESULT_FILE, folder / ARRAYS_FILE)
+        return folder
+
+    def seconds(self) -> float:
+        """Seconds since the folder was opened (the run's writing time)."""
+        return time.perf_counter() - self._t0
+
+    def listed(self) -> list[Path]:
+        """Every path ``run.json`` lists, but ``run.json`` itself."""
+        return [*self.files.values(), *self._listed]
+
+    def _key(self, path: Path) -> str:
+        path = Path(path)
+        return path.relative_to(self.root).as_posix() if path.is_relative_to(self.root) else str(path)
+
+
+def write_output(out_dir: str | Path, command: str | None, write: ReportWriter, *, figures: bool = True,
+                 figure_format: str = "png", overwrite: bool = False, own_folder: bool = False) -> dict[str, Path]:
+    """Write one run's files into ``out_dir`` (see the module) and return them by relative path.
+
+    Args:
+        out_dir: the folder; refused (ConfigError) when it holds other files than a previous output of
+            ``command``, unless ``overwrite``.
+        command: the command whose output the folder holds (``run.json``'s ``command``).
+        write: the report writer: adds its files to the :class:`OutputFolder` and returns the run record.
+        figures, figure_format: whether figures are drawn, and as ``png``, ``svg`` or ``pdf``.
+        own_folder: the run already owns the folder (an experiment's run folder: its runner prepared it, and
+            its record lists the units it holds): the folder is not prepared, and ``run.json`` is the record
+            as returned, without a file list.
+    """
+    check_figure_format(figure_format)
+    out_dir, figures = rank_out_dir(out_dir, figures)  # under torchrun only rank 0 writes to out_dir
+    out = Path(out_dir) if own_folder else prepare_out_dir(out_dir, command, overwrite=overwrite)
+    out.mkdir(parents=True, exist_ok=True)
+    folder = OutputFolder(out, figures=figures, figure_format=figure_format)
+    record = write(folder)
+    folder.files["run.json"] = (write_json(record, out / "run.json") if own_folder
+                                else write_record(record, out, folder.listed()))
+    return folder.files
+
+
+def write_record(record: Mapping[str, Any], out_dir: str | Path, files: Iterable[str | Path] = ()) -> Path:
+    """Write ``record`` to ``out_dir/run.json``, with the indexing note and the run's ``files``.
+
+    ``files`` are the other paths the run wrote (absolute or relative to ``out_dir``);
+    ``run.json`` itself is appended to the sorted list.
+    """
+    out = Path(out_dir)
+    names = sorted(_relative(Path(p), out) for p in files)
+    full = {**record, "indexing": record.get("indexing", INDEXING_NOTE), "files": names + ["run.json"]}
+    return write_json(full, out / "run.json")
+
+
+def _relative(path: Path, out: Path) -> str:
+    """``path`` as written in ``files``: relative to ``out`` when inside it."""
+    return str(path.relative_to(out)) if path.is_relative_to(out) else str(path)
+
+
+# ---------------------------------------------------------------------------------- output folders
+def check_out_dir(out_dir: str | Path, command: str | None, *, overwrite: bool = False) -> dict[str, Any] | None:
+    """Refuse, before any work, an output folder that :func:`prepare_out_dir` would refuse.
+
+    Returns the ``run.json`` record of a previous output of the same ``command`` found there (to be
+    replaced), else None. Nothing is written or removed.
+    """
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"{out}: output folder expected, found a file")
+    if not out.exists() or not any(out.iterdir()):
+        return None
+    previous = _previous_record(out)
+    found = previous.get("command") if previous is not None else None
+    if not ((command is not None and found == command) or overwrite):
+        what = f"the output of {found!r}" if previous is not None else "other files"
+        raise ConfigError(f"{out}: output folder is not empty (it holds {what}); choose another folder "
+                          "or pass --overwrite (overwrite=True) to write into it")
+    return previous
+
+
+def prepare_out_dir(out_dir: str | Path, command: str | None, *, overwrite: bool = False) -> Path:
+    """Make ``out_dir`` ready for a run's files, refusing to overwrite other files silently.
+
+    An empty or missing folder is fine. A folder holding a previous output of the same ``command``
+    (its ``run.json`` says so) is replaced, with a warning: the files that ``run.json`` lists are
+    removed first, so no stale file of the old run stays behind. Any other non-empty folder is
+    refused with a :class:`ConfigError` naming it and ``--overwrite``, unless ``overwrite`` (then
+    files are written over, others left alone).
+    """
+    out = Path(out_dir)
+    previous = check_out_dir(out, command, overwrite=overwrite)
+    out.mkdir(parents=True, exist_ok=True)
+    if previous is not None:
+        log.warning("replacing the previous output of %r in %s", previous.get("command"), out)
+        for name in previous.get("files", []):
+            old = (out / str(name)).resolve()
+            if old.is_file() and old.is_relative_to(out.resolve()):
+                old.unlink()
+    return out
+
+
+def rank_out_dir(out_dir: str | Path, figures: bool = True) -> tuple[Path, bool]:
+    """Where this process writes a run's files: ``(out_dir, figures)`` on rank 0 (or in one process).
+
+    Under ``torchrun`` every rank holds the same merged results, and only rank 0 writes to ``out_dir``;
+    another rank writes its copy, without figures, to a temporary folder removed when it exits, so that
+    code reading the written files runs unchanged on every rank.
+    """
+    if World.current().is_main:
+        return Path(out_dir), figures
+    import atexit
+    import shutil
+    import tempfile
+
+    scratch = Path(tempfile.mkdtemp(prefix="probes-rank-"))
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+    return scratch / "out", False
+
+
+def _previous_record(out: Path) -> dict[str, Any] | None:
+    """The ``run.json`` of a previous run in ``out``, if any (None when absent or unreadable)."""
+    try:
+        record = json.loads((out / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None

@@ -1,0 +1,57 @@
+"""How a run's extractor holds the model: dtype, batch and memory bounds, device map, as one argument.
+
+Every run function that loads its extractor by name (leaderboard, coreference, bridging, atlas, probes) takes
+``extraction: ExtractionOptions | None`` and hands it to :func:`probes.runs.inputs.load_extractor`; the CLI
+builds it from ``--dtype``, ``--max-batch-tokens``, ``--max-attention-mb`` and ``--device-map``. Importing
+this module imports no torch, so the CLI can parse its options fast.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+__all__ = ["ExtractionOptions", "DEFAULT_ATTENTION_MB"]
+
+#: The extractor's default ``max_attention_mb`` (:data:`probes.extraction.extractor.DEFAULT_ATTENTION_MB`,
+#: repeated here so that no torch import is needed; a test keeps the two equal).
+DEFAULT_ATTENTION_MB = 2048.0
+
+
+@dataclass(frozen=True)
+class ExtractionOptions:
+    """The options of :class:`~probes.extraction.extractor.AttentionExtractor` that bound how a model runs.
+
+    The defaults are the extractor's, so ``ExtractionOptions()`` loads a model as no options at all do.
+
+    Attributes:
+        dtype: the model's dtype: ``float32``, ``float16`` or ``bfloat16`` (attention is pooled in float32).
+        max_batch_tokens: most padded tokens (inputs x longest) per forward pass (None: only the batch size).
+        max_attention_mb: most attention held at once, in MB of float32 (None: no budget).
+        device_map: spread the model over devices (``"auto"``, ``"balanced"``, a JSON object or a mapping of
+            module name -> device; needs accelerate); None: the whole model on one device.
+    """
+
+    dtype: str = "float32"
+    max_batch_tokens: int | None = None
+    max_attention_mb: float | None = DEFAULT_ATTENTION_MB
+    device_map: str | Mapping[str, Any] | None = None
+
+    def check(self, **extractor: Any) -> None:
+        """Check these options with the run's other extractor options, before any work; once per run.
+
+        ``extractor``: more options of :func:`probes.extraction.extractor.check_options` (``device``,
+        ``batch_size``, ``on_long`` ...), checked in the same call.
+
+        Raises:
+            ConfigError: the first bad option, named (one message per bad value: ``check_options``').
+        """
+        from probes.extraction.extractor import check_options
+
+        check_options(dtype=self.dtype, max_batch_tokens=self.max_batch_tokens,
+                      max_attention_mb=self.max_attention_mb, **extractor)
+
+    def as_kwargs(self) -> dict[str, Any]:
+        """The options as keyword arguments of :meth:`AttentionExtractor.from_pretrained`."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
