@@ -545,8 +545,8 @@ def write_experiment_report(comparison: Comparison, record: Mapping[str, Any], o
 def write_experiment(folder: OutputFolder, run: Any, run_dir: str | Path | None = None) -> Mapping[str, Any]:
     """Write an experiment run's report (:func:`write_experiment_report`) and its saved comparison
     (``comparison/``) into ``folder``; the run record to write last (``run_dir``: as there)."""
-    folder.files.update(write_experiment_report(run.comparison, run.record, folder.root,
-                                                figure_format=folder.figure_format,
-                                                run_dir=folder.root if run_dir is None else run_dir))
+    folder.add_all(write_experiment_report(run.comparison, run.record, folder.root,
+                                           figure_format=folder.figure_format,
+                                           run_dir=folder.root if run_dir is None else run_dir).values())
     folder.add(run.comparison.save(folder.root / "comparison"))
     return run.record
