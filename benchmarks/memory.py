@@ -28,6 +28,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from probes.run_record import RunRecord
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from coref import run_child, wrapped  # noqa: E402  (benchmarks/coref.py: the same child processes)
 
@@ -104,8 +106,8 @@ def measure(model: Path, corpus: Path, documents: int, budget: float, batch_size
         "--limit", str(documents), "--select-on", "same", "--max-attention-mb", str(budget), "--batch-size",
         str(batch_size), "--device", "cpu", "--no-progress", "--no-figures", "--n-resamples", "100",
         "--out", str(out_dir)]))
-    record = json.loads((out_dir / "run.json").read_text(encoding="utf-8"))
-    return {"window_tokens": record["data"]["window_tokens"], "bare_window_tokens": bare["window_tokens"],
+    record = RunRecord.load(out_dir)
+    return {"window_tokens": record.data["window_tokens"], "bare_window_tokens": bare["window_tokens"],
             "windows": bare["windows"], "bare_mb": rss_bare * 1024, "probes_mb": rss_probes * 1024,
             "probes_s": wall, "bare_s": bare["forward_s"]}
 

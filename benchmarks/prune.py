@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from probes.run_record import RunRecord
+
 from coref import run_child, wrapped  # benchmarks/coref.py: timed children with their peak memory
 
 #: Target of issue 13: a full pruning curve in at most this many seconds on 2 CPU cores.
@@ -78,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
                    "--objective", args.objective, "--device", "cpu", "--no-progress", "--out", str(out_dir),
                    "--overwrite", *(["--select-on", args.select_on] if args.select_on else []), *args.extra.split()]
         wall, rss, _ = run_child(wrapped(command))
-        record = json.loads((out_dir / "run.json").read_text(encoding="utf-8"))
+        record = RunRecord.load(out_dir)
     bare = float(facts["forward_s"])
     print(f"model {args.model}; objective {args.objective}\ntreebank {args.treebank}: {facts['sentences']} sentences, "
           f"{facts['tokens']} tokens; selection {args.select_on or 'half of the treebank'}; "
@@ -86,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"(a) bare forward pass      {bare:9.2f} s")
     print(f"(b) probes prune, whole    {wall:9.2f} s = {wall / bare:.0f} bare passes; peak RSS {rss:.2f} GB")
     print(f"target: <= {TIME_TARGET_S} s ({'met' if wall <= TIME_TARGET_S else 'NOT met'})")
-    print("phases (s): " + ", ".join(f"{k} {v:.1f}" for k, v in record.get("timings", {}).items()
+    print("phases (s): " + ", ".join(f"{k} {v:.1f}" for k, v in record.timings.items()
                                      if isinstance(v, float)))
     print(json.dumps({"bare_s": round(bare, 3), "prune_s": round(wall, 3), "prune_over_bare": round(wall / bare, 1),
                       "time_ok": wall <= TIME_TARGET_S, "peak_rss_gb": round(rss, 3)}))

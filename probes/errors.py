@@ -8,6 +8,7 @@ editors and ``grep`` can jump to them.
 
 from __future__ import annotations
 
+import errno
 from os import PathLike
 
 __all__ = [
@@ -19,6 +20,11 @@ __all__ = [
     "ModelOutputError",
     "ConfigError",
     "StoreError",
+    "DistributedError",
+    "OutOfMemoryError",
+    "DamagedStoreError",
+    "FolderLockedError",
+    "WriteError",
     "ProbesWarning",
     "SkippedItemWarning",
     "located",
@@ -82,6 +88,50 @@ class ConfigError(InputError):
 
 class StoreError(InputError):
     """An attention store on disk is missing, incomplete or inconsistent."""
+
+
+class DistributedError(ProbesError, RuntimeError):
+    """A collective step of a ``torchrun`` run failed: another rank stopped, hung past the group timeout
+    (:func:`probes.world.timeout`) or left the run."""
+
+
+class OutOfMemoryError(ProbesError, MemoryError):
+    """The model ran out of memory on an input; the message names the input, its tokens and the option
+    that bounds the memory."""
+
+
+class DamagedStoreError(StoreError):
+    """A file of an attention store is not what ``probes extract`` recorded (wrong size or sha256)."""
+
+
+class FolderLockedError(ProbesError, RuntimeError):
+    """Another run holds the folder's lock file (:class:`probes.locks.FolderLock`): the second run stops."""
+
+
+class WriteError(ProbesError, OSError):
+    """A file could not be written (disk full, permission denied, read-only file system).
+
+    Attributes:
+        path: the file or folder that could not be written.
+    """
+
+    def __init__(self, message: str, *, path: str | PathLike[str] | None = None) -> None:
+        self.path = None if path is None else str(path)
+        self.reason = message
+        super().__init__(located(self.path, None, message))
+
+    @classmethod
+    def from_oserror(cls, exc: OSError, path: str | PathLike[str]) -> WriteError:
+        """One line for ``exc`` raised while writing ``path``: why it failed and what to do (errno kept)."""
+        hints = {"ENOSPC": "the disk is full: free space or write elsewhere",
+                 "EDQUOT": "the disk quota is exceeded: free space or write elsewhere",
+                 "EACCES": "permission denied: choose a folder you can write to",
+                 "EPERM": "permission denied: choose a folder you can write to",
+                 "EROFS": "the file system is read-only: choose a writable folder"}
+        code = errno.errorcode.get(exc.errno or 0, "")
+        error = cls(f"cannot write ({hints.get(code, exc.strerror or str(exc))})", path=path)
+        error.errno = exc.errno
+        return error
 
 
 class ProbesWarning(UserWarning):

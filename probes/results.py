@@ -11,6 +11,11 @@ A saved result is a folder holding two files:
 - ``arrays.npz``: every numpy array (and numpy scalar), named by its dotted field path
   (``correct``, ``units.indptr``), in :func:`numpy.savez`'s format, never pickled.
 
+Loading never runs code named by a file: the ``type``, ``__dataclass__`` and ``__error__`` names are
+looked up in an allow-list filled at class definition (every :class:`Result` subclass, and the classes
+marked :func:`saveable`), and every decoded value is checked against its field's annotation and the
+class's ``_shapes`` (:mod:`probes.result_checks`) before the object is built.
+
 So tuples stay tuples, ints stay ints, NaN stays NaN, dict keys keep their type, and
 arrays keep dtype, shape and every bit. Any reader of JSON and ``.npy`` can open it.
 """
@@ -32,13 +37,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from probes import errors
 from probes.errors import InputError
+from probes.run_record import RunRecord
+from probes.result_checks import value_problems
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["Result", "load", "equal", "long_table", "head_axes", "head_names", "require_pandas", "FORMAT", "RESULT_FILE",
-           "ARRAYS_FILE"]
+__all__ = ["Result", "load", "equal", "saveable", "long_table", "head_axes", "head_names", "require_pandas", "FORMAT",
+           "RESULT_FILE", "ARRAYS_FILE"]
 
 #: Version of the folder format written by :meth:`Result.save`.
 FORMAT = 1
@@ -48,6 +56,7 @@ RESULT_FILE = "result.json"
 ARRAYS_FILE = "arrays.npz"
 
 R = TypeVar("R", bound="Result")
+T = TypeVar("T", bound=type)
 _TAGS = ("__tuple__", "__dict__", "__counter__", "__set__", "__frozenset__", "__float__",
          "__array__", "__dataclass__", "__error__", "__path__")
 _KEY_CHARS = re.compile(r"[^A-Za-z0-9_.\-]")
@@ -89,6 +98,34 @@ def head_names(table: pd.DataFrame) -> Any:
     return table["layer"].astype(str) + "-" + table["head"].astype(str)
 
 
+#: The allow-list of loadable types: saved name (``module:Qualname``) -> class. Filled at class definition by
+#: :class:`Result` and :func:`saveable`; loading constructs nothing else.
+_REGISTRY: dict[str, type] = {}
+
+#: The probes modules that define loadable types. A saved name whose module is one of these imports it (this
+#: fixed entry, never a name read from a file) before the look-up; tests/test_results_security.py keeps the list
+#: complete.
+_HOMES: tuple[str, ...] = (
+    "probes.analysis.attention_to_specials", "probes.analysis.baselines", "probes.analysis.bridging",
+    "probes.analysis.coreference", "probes.analysis.dependency", "probes.analysis.driver",
+    "probes.analysis.head_distances", "probes.analysis.patterns", "probes.analysis.roles", "probes.analysis.surface",
+    "probes.analysis.unit_counts", "probes.compare.types", "probes.corpora.readreport", "probes.errors",
+    "probes.extraction.attention", "probes.extraction.gradients", "probes.extraction.outputs", "probes.heads.profile",
+    "probes.heads.selection", "probes.importance.pruning", "probes.importance.scores", "probes.probing.per_head",
+    "probes.runs.atlas", "probes.runs.coreference", "probes.runs.experiment", "probes.runs.importance",
+    "probes.runs.leaderboard", "probes.runs.probing",
+)
+
+
+def saveable(cls: T) -> T:
+    """Class decorator: allow ``cls`` (a dataclass or exception type held inside results) to be rebuilt on load.
+
+    :class:`Result` subclasses are registered on their own; a result folder naming any other type is refused.
+    """
+    _REGISTRY[_type_name(cls)] = cls
+    return cls
+
+
 class Result:
     """Mixin for (frozen) dataclasses holding the outcome of an analysis or a run.
 
@@ -99,6 +136,26 @@ class Result:
     """
 
     __slots__ = ()
+
+    #: Array shapes a loaded result must have: ``{field path: "axis axis ..."}``, each axis a field (its length,
+    #: or its value when an int; ``a*b`` a product, ``a+1`` one more), an UPPERCASE name (the same size wherever
+    #: it appears), a number, or ``_`` (any). See :mod:`probes.result_checks`.
+    _shapes: Mapping[str, str] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Register every Result subclass under its saved name (the allow-list :func:`load` reads)."""
+        super().__init_subclass__(**kwargs)
+        saveable(cls)
+
+    def __post_init__(self) -> None:
+        """A ``record`` field given as a mapping (as ``result.json`` holds it) becomes a :class:`RunRecord`."""
+        record = getattr(self, "record", None)
+        if isinstance(record, Mapping):
+            object.__setattr__(self, "record", RunRecord.of(record))
+
+    def _check_loaded(self) -> None:
+        """Checks of a just-loaded result beyond its annotations and ``_shapes``: raise ValueError naming the field
+        (subclasses override it; load adds the file)."""
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write this result to the folder ``path`` (created if needed) and return it."""
@@ -160,19 +217,23 @@ class Result:
 
 
 def load(path: str | os.PathLike[str]) -> Result:
-    """Read any saved result, rebuilding the type recorded in its ``result.json``."""
+    """Read any saved result, rebuilding the type recorded in its ``result.json``.
+
+    Only registered types are built (never a module named by the file is imported) and every value is checked
+    against its field's annotation and the class's array shapes: InputError naming the file and the field.
+    """
     folder = Path(path)
     doc = _read_json(folder)
-    cls = _import_type(doc["type"], folder)
-    if not (isinstance(cls, type) and issubclass(cls, Result) and dataclasses.is_dataclass(cls)):
-        raise InputError(f"expected a Result type in {RESULT_FILE}, found {doc['type']!r}", path=folder)
+    cls = _registered(doc["type"], "type", folder)
+    if not (issubclass(cls, Result) and dataclasses.is_dataclass(cls)):
+        raise InputError(f"{RESULT_FILE}: field 'type': expected a Result type, found {doc['type']!r}", path=folder)
     arrays_path = folder / ARRAYS_FILE
     if not arrays_path.is_file():
         raise InputError(f"not a saved result: {ARRAYS_FILE} is missing", path=folder)
     try:
         with np.load(arrays_path, allow_pickle=False) as npz:
-            return _build(cls, doc["fields"], _Decoder(npz, folder))  # type: ignore[return-value]
-    except (OSError, ValueError) as exc:
+            return _build(cls, doc["fields"], _Decoder(npz, folder), "")  # type: ignore[return-value]
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:
         if isinstance(exc, InputError):
             raise
         raise InputError(f"cannot read {ARRAYS_FILE}: {exc}", path=folder) from exc
@@ -247,6 +308,8 @@ def _encode(value: Any, where: str, arrays: dict[str, np.ndarray]) -> Any:
         return value if np.isfinite(value) else {"__float__": repr(value)}
     if isinstance(value, (np.ndarray, np.generic)):
         return _encode_array(value, where, arrays)
+    if isinstance(value, RunRecord):  # saved as the plain mapping run.json holds; rebuilt by the result class
+        return _encode_mapping(value.to_dict(), where, arrays)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {"__dataclass__": _type_name(type(value)), "fields": _encode_fields(value, f"{where}.", arrays)}
     if isinstance(value, (tuple, list)) and type(value) in (tuple, list):
@@ -329,8 +392,8 @@ def _read_json(folder: Path) -> dict[str, Any]:
         raise InputError(f"not a saved result: expected {RESULT_FILE}, found {found}", path=folder)
     try:
         doc = json.loads(file.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{RESULT_FILE} is not valid JSON: {exc}", path=folder) from exc
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise InputError(f"{RESULT_FILE} is not valid JSON: {exc or 'nested too deeply'}", path=folder) from exc
     if not (isinstance(doc, dict) and isinstance(doc.get("type"), str) and isinstance(doc.get("fields"), dict)):
         raise InputError(f"{RESULT_FILE}: expected an object with 'type' and 'fields'", path=folder)
     fmt = doc.get("format")
@@ -340,30 +403,25 @@ def _read_json(folder: Path) -> dict[str, Any]:
     return doc
 
 
-def _import_type(name: str, folder: Path) -> type:
-    """The class named ``module:Qualname``; falls back to a loaded Result subclass of that name."""
-    module_name, _, qualname = name.partition(":")
-    obj: Any = None
-    try:
-        obj = importlib.import_module(module_name)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError, ValueError):
-        moved = [c for c in _subclasses(Result) if c.__qualname__ == qualname]
-        if len(moved) != 1:
-            raise InputError(f"{RESULT_FILE}: cannot find the type {name!r} it was saved from", path=folder) from None
-        obj = moved[0]
-    if not isinstance(obj, type):
-        raise InputError(f"{RESULT_FILE}: {name!r} is not a type", path=folder)
-    return obj
+def _registered(name: str, field: str, folder: Path) -> type:
+    """The allow-listed class saved as ``name`` in ``field``; InputError naming the file, the field and the name.
 
-
-def _subclasses(cls: type) -> list[type]:
-    out = []
-    for sub in cls.__subclasses__():
-        out.append(sub)
-        out.extend(_subclasses(sub))
-    return out
+    A name whose module is one of :data:`_HOMES` imports that fixed entry first; a probes class that moved to
+    another probes module is found as the one registered (already imported) class of that name. Nothing named by
+    the file alone is ever imported.
+    """
+    module, _, qualname = name.partition(":")
+    if name not in _REGISTRY and module in _HOMES:
+        importlib.import_module(_HOMES[_HOMES.index(module)])
+    if name not in _REGISTRY and qualname and module.split(".")[0] == "probes":  # a probes class that moved
+        moved = [cls for saved, cls in _REGISTRY.items() if saved.partition(":")[2] == qualname]
+        if len(moved) == 1:
+            return moved[0]
+    if name not in _REGISTRY:
+        raise InputError(f"{RESULT_FILE}: field {field!r}: unknown type {name!r} (only probes result types and the "
+                         "types registered with probes.results.saveable are loaded; import the module defining "
+                         "it first)", path=folder)
+    return _REGISTRY[name]
 
 
 class _Decoder:
@@ -374,62 +432,99 @@ class _Decoder:
         self.folder = folder
 
     def fail(self, message: str) -> InputError:
-        return InputError(message, path=self.folder)
+        return InputError(f"{RESULT_FILE}: {message}", path=self.folder)
 
-    def __call__(self, value: Any) -> Any:
+    def __call__(self, value: Any, where: str) -> Any:
+        """The value encoded as ``value`` at the field path ``where`` (named in errors)."""
         if isinstance(value, list):
-            return [self(v) for v in value]
+            return [self(v, f"{where}.{i}") for i, v in enumerate(value)]
         if not isinstance(value, dict):
             return value
         tag = next((k for k in value if k in _TAGS), None)
         if tag is None:
-            return {k: self(v) for k, v in value.items()}
+            return {k: self(v, f"{where}.{k}") for k, v in value.items()}
         body = value[tag]
+        if tag in ("__array__", "__float__", "__path__", "__dataclass__", "__error__") and not isinstance(body, str):
+            raise self.fail(f"field {where!r}: expected a name after {tag}, found {body!r}")
         if tag == "__array__":
             if body not in self.npz.files:
-                raise self.fail(f"{ARRAYS_FILE} lacks the array {body!r} named in {RESULT_FILE}")
+                raise self.fail(f"field {where!r}: {ARRAYS_FILE} lacks the array {body!r} named in {RESULT_FILE}")
             array = self.npz[body]
             return array[()] if value.get("scalar") else array
         if tag == "__float__":
-            return float(body)
+            try:
+                return float(body)
+            except ValueError:
+                raise self.fail(f"field {where!r}: expected nan, inf or -inf, found {body!r}") from None
         if tag == "__path__":
             return Path(body)
         if tag == "__dataclass__":
-            cls = _import_type(body, self.folder)
-            if not dataclasses.is_dataclass(cls):
-                raise self.fail(f"{RESULT_FILE}: {body!r} is not a dataclass")
-            return _build(cls, value["fields"], self)
+            cls = _registered(body, f"{where}.__dataclass__", self.folder)
+            if not dataclasses.is_dataclass(cls) or not isinstance(value.get("fields"), dict):
+                raise self.fail(f"field {where!r}: expected a dataclass with its fields, found {body!r}")
+            return _build(cls, value["fields"], self, f"{where}.")
         if tag == "__error__":
-            return self.error(body, value)
-        items = [self(v) for v in body]
+            return self.error(body, value, where)
+        if not isinstance(body, list):
+            raise self.fail(f"field {where!r}: expected a list after {tag}, found {type(body).__name__}")
+        items = [self(v, f"{where}.{i}") for i, v in enumerate(body)]
         if tag in ("__dict__", "__counter__"):
-            pairs = dict(items)
+            if not all(isinstance(i, list) and len(i) == 2 for i in items):
+                raise self.fail(f"field {where!r}: expected [key, value] pairs after {tag}")
+            try:
+                pairs = dict(items)
+            except TypeError as exc:
+                raise self.fail(f"field {where!r}: {exc}") from None
             return Counter(pairs) if tag == "__counter__" else pairs
-        return {"__tuple__": tuple, "__set__": set, "__frozenset__": frozenset}[tag](items)
+        try:
+            return {"__tuple__": tuple, "__set__": set, "__frozenset__": frozenset}[tag](items)
+        except TypeError as exc:
+            raise self.fail(f"field {where!r}: {exc}") from None
 
-    def error(self, name: str, value: dict[str, Any]) -> BaseException:
-        cls = _import_type(name, self.folder)
+    def error(self, name: str, value: dict[str, Any], where: str) -> BaseException:
+        cls = _registered(name, f"{where}.__error__", self.folder)
         if not issubclass(cls, BaseException):
-            raise self.fail(f"{RESULT_FILE}: {name!r} is not an exception type")
+            raise self.fail(f"field {where!r}: expected an exception type, found {name!r}")
+        args, attributes = self(value.get("args"), f"{where}.args"), self(value.get("attributes"), f"{where}.attributes")
+        names_ok = isinstance(attributes, dict) and all(isinstance(k, str) and k.isidentifier() for k in attributes)
+        if not isinstance(args, tuple) or not names_ok:
+            raise self.fail(f"field {where!r}: expected an exception's args and attributes")
         exc = cls.__new__(cls)
-        exc.args = self(value["args"])
-        vars(exc).update(self(value["attributes"]))
+        exc.args = args
+        vars(exc).update(attributes)
         return exc
 
 
-def _build(cls: type, encoded: dict[str, Any], decode: _Decoder) -> Any:
-    """An instance of dataclass ``cls`` from its encoded fields (InputError if they do not match)."""
+def _build(cls: type, encoded: dict[str, Any], decode: _Decoder, prefix: str) -> Any:
+    """An instance of dataclass ``cls`` from its encoded fields at the field path ``prefix``.
+
+    Each decoded value is checked (annotation, ``_shapes``) before ``cls`` is called, so damaged values are an
+    InputError naming the field, never an IndexError later; then the instance's ``_check_loaded`` runs.
+    """
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(encoded) - set(fields))
     if unknown:
-        raise decode.fail(f"{RESULT_FILE}: {cls.__name__} has no field(s) {', '.join(unknown)}")
-    values = {name: decode(v) for name, v in encoded.items()}
+        raise decode.fail(f"{cls.__name__} has no field(s) {', '.join(prefix + u for u in unknown)}")
+    values = {name: decode(v, prefix + name) for name, v in encoded.items()}
+    for problem in value_problems(cls, values, prefix):
+        raise decode.fail(problem)
     init = {k: v for k, v in values.items() if fields[k].init}
     try:
         obj = cls(**init)
-    except TypeError as exc:
-        raise decode.fail(f"{RESULT_FILE}: cannot rebuild {cls.__name__}: {exc}") from exc
+    except (TypeError, ValueError, IndexError, KeyError) as exc:
+        raise decode.fail(f"cannot rebuild {prefix or cls.__name__}: {exc}") from exc
     for name, v in values.items():
         if not fields[name].init:
             object.__setattr__(obj, name, v)
+    check = getattr(obj, "_check_loaded", None)
+    try:
+        if callable(check):
+            check()
+    except ValueError as exc:
+        raise decode.fail(f"{cls.__name__} ({prefix.rstrip('.') or 'the result'}): {exc}") from exc
     return obj
+
+
+for _exception in vars(errors).values():  # the exception types ReadReport and others keep in __error__ tags
+    if isinstance(_exception, type) and issubclass(_exception, BaseException) and _exception.__module__ == errors.__name__:
+        saveable(_exception)

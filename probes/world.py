@@ -11,27 +11,33 @@ outputs and prints.
 
 One process (no ``torchrun``, or ``WORLD_SIZE=1``) is the world of size 1: every step below is
 then the identity, at no cost.
+
+Every collective step (:meth:`World.gather`, :meth:`World.barrier`) names what it waits for, and a failure
+in it (a rank that stopped, hung past :func:`timeout` or left the run: torch's ``RuntimeError`` /
+``DistBackendError``) becomes one :class:`~probes.errors.DistributedError` line saying so.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from probes.errors import ConfigError
+from probes.errors import ConfigError, DistributedError
 
 __all__ = ["World", "init_world", "launched", "merge_analyses", "block_record", "world_record", "timeout",
-           "TIMEOUT_ENV", "DEFAULT_TIMEOUT_MIN"]
+           "TIMEOUT_ENV", "DEFAULT_TIMEOUT_MIN", "collective", "collective_error"]
 
 T = TypeVar("T")
 
 #: Environment variable: minutes a rank waits in a collective step (gather, barrier) before the run fails.
 TIMEOUT_ENV = "PROBES_DIST_TIMEOUT_MIN"
-#: Its default: long enough for ranks whose shards take unequal time, short enough that a hung rank ends the run.
-DEFAULT_TIMEOUT_MIN = 60.0
+#: Its default, 10 minutes: ranks' blocks are equal in size, so they reach each step within seconds of each
+#: other (a model load is before the first step); a stopped or hung rank ends the run after 10 minutes.
+DEFAULT_TIMEOUT_MIN = 10.0
 
 
 @dataclass(frozen=True)
@@ -79,22 +85,27 @@ class World:
         block = self.shard(len(items))
         return list(items[block.start:block.stop])
 
-    def gather(self, value: Any) -> list[Any]:
-        """Every rank's ``value`` (picklable), in rank order, on every rank; ``[value]`` in a world of one."""
+    def gather(self, value: Any, step: str = "the exchange of results") -> list[Any]:
+        """Every rank's ``value`` (picklable), in rank order, on every rank; ``[value]`` in a world of one.
+
+        ``step`` names what the ranks exchange, for the error when one of them does not take part.
+        """
         if not self.distributed:
             return [value]
         import torch.distributed as dist
 
         out: list[Any] = [None] * self.size
-        dist.all_gather_object(out, value)
+        with collective(step):
+            dist.all_gather_object(out, value)
         return out
 
-    def barrier(self) -> None:
-        """Wait until every rank gets here (nothing in a world of one)."""
+    def barrier(self, step: str = "a barrier") -> None:
+        """Wait until every rank gets to ``step`` (nothing in a world of one)."""
         if self.distributed:
             import torch.distributed as dist
 
-            dist.barrier()
+            with collective(step):
+                dist.barrier()
 
     def as_dict(self) -> dict[str, Any]:
         """For run records: ``world_size``, ``rank`` and ``backend``."""
@@ -110,7 +121,7 @@ def launched() -> bool:
 
 
 def timeout() -> timedelta:
-    """How long a rank waits in a collective step: ``$PROBES_DIST_TIMEOUT_MIN`` minutes (default 60).
+    """How long a rank waits in a collective step: ``$PROBES_DIST_TIMEOUT_MIN`` minutes (default 10).
 
     A rank that fails exits, and ``torchrun`` then ends the others at once; this limit is for a rank that
     hangs (or a machine that vanishes), so that the others fail with a timeout instead of waiting forever.
@@ -123,6 +134,40 @@ def timeout() -> timedelta:
     if not minutes > 0:
         raise ConfigError(f"{TIMEOUT_ENV}: expected a positive number of minutes, found {text!r}")
     return timedelta(minutes=minutes)
+
+
+def _minutes(limit: timedelta) -> str:
+    """``limit`` in minutes, as the error lines say it (``10 min``, ``2.5 min``)."""
+    return f"{limit.total_seconds() / 60:g} min"
+
+
+def collective_error(exc: BaseException, step: str) -> DistributedError:
+    """One line for torch's failure ``exc`` in the collective step ``step``: a timeout (another rank stopped or
+    hangs) or a rank that left the run; both say what to do."""
+    text = " ".join(str(exc).split())
+    try:
+        limit = _minutes(timeout())
+    except ConfigError:
+        limit = f"${TIMEOUT_ENV} minutes"
+    if "timed out" in text.lower() or "timeout" in text.lower():
+        return DistributedError(
+            f"the other ranks did not reach {step} within {limit} (a rank is stopped or hung; see its own "
+            f"error line); set {TIMEOUT_ENV} to wait longer")
+    reason = text.split("] ", 1)[-1][:200] or type(exc).__name__  # torch's "[file:line] " prefix left out
+    return DistributedError(f"another rank left the run before {step} (it failed or was stopped; see its own "
+                            f"error line): {reason}")
+
+
+@contextlib.contextmanager
+def collective(step: str) -> Iterator[None]:
+    """Run a ``torch.distributed`` step, turning its failure (``RuntimeError``, ``DistBackendError``) into a
+    :class:`~probes.errors.DistributedError` naming ``step``."""
+    try:
+        yield
+    except DistributedError:
+        raise
+    except RuntimeError as exc:
+        raise collective_error(exc, step) from exc
 
 
 def init_world(device: str | None = None) -> World:
@@ -153,7 +198,7 @@ def merge_analyses(analyses: Mapping[str, Any], world: World) -> dict[str, Any]:
     """
     if not world.distributed:
         return dict(analyses)
-    gathered = world.gather(dict(analyses))
+    gathered = world.gather(dict(analyses), "the merge of the analyses")
     merged = gathered[0]
     for other in gathered[1:]:
         for name, analysis in merged.items():
@@ -179,6 +224,6 @@ def world_record(world: World, inputs: Mapping[str, Mapping[str, Any]]) -> dict[
     ``inputs``: this rank's blocks by split (:func:`block_record`); gathered from every rank, so every
     rank must call this (a collective step).
     """
-    gathered = world.gather(dict(inputs))
+    gathered = world.gather(dict(inputs), "the run record")
     return {"world_size": world.size, "backend": world.backend,
             "ranks": [{"rank": rank, "inputs": blocks} for rank, blocks in enumerate(gathered)]}

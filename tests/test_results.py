@@ -485,8 +485,9 @@ def test_damaged_folders(tmp_path: Path) -> None:
     folder = extraction_report().save(tmp_path / "r")
     doc = json.loads((folder / RESULT_FILE).read_text())
     for change, message in [
-        ({"type": "collections:Counter"}, "expected a Result type"),
-        ({"type": "probes.nowhere:Thing"}, "cannot find the type"),
+        ({"type": "collections:Counter"}, "field 'type': unknown type 'collections:Counter'"),
+        ({"type": "probes.nowhere:Thing"}, "field 'type': unknown type 'probes.nowhere:Thing'"),
+        ({"type": "probes.heads.selection:LeaderboardRow"}, "field 'type': expected a Result type"),
         ({"format": 99}, "expected format 1 or older"),
         ({"fields": {**doc["fields"], "extra": 1}}, "has no field"),
     ]:

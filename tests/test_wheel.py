@@ -2,9 +2,10 @@
 
 The user's check (issue 9, issue 11 "first contact"): `pip wheel .`, install the wheel without `-e`
 into a fresh environment, run `probes` in a folder that is not the checkout. The environment is
-a venv with ``--system-site-packages`` (torch and the demo model come from this interpreter, nothing
-is downloaded) into which the wheel is installed with ``--no-deps``; the test checks that the venv's
-``probes`` is the wheel's, not this checkout's. The command it runs there is a leaderboard of a tiny
+a venv that sees this interpreter's site-packages through a ``.pth`` file (torch and the demo model come
+from here, nothing is downloaded), into which the wheel is installed with ``--no-deps``; the test checks
+that the venv's ``probes`` is the wheel's, not this checkout's. ``--system-site-packages`` would not do:
+it inherits the base interpreter, not the virtual environment the tests may be running in. The command it runs there is a leaderboard of a tiny
 random BERT on the first sentences of the sample corpus shipped in the wheel (the whole pipeline, reading
 the package data, in seconds), and ``probes demo --help``; the demo itself runs in CI (.ci/run).
 """
@@ -15,6 +16,7 @@ import importlib.util
 import json
 import os
 import shutil
+import site
 import subprocess
 import sys
 import zipfile
@@ -22,6 +24,8 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+
+from probes._version import DISTRIBUTION, __version__
 
 pytestmark = [pytest.mark.slow, pytest.mark.subprocess, pytest.mark.xdist_group("wheel")]  # one wheel build
 
@@ -58,6 +62,27 @@ def _run(args: list[str | Path], cwd: Path, timeout: float = 300) -> subprocess.
     return proc
 
 
+def _outer_site_packages() -> list[str]:
+    """This interpreter's site-packages folders (a virtual environment's when the tests run in one), user
+    site-packages included where Python reads it: the folders the inner venv must see."""
+    folders = list(site.getsitepackages())
+    if site.ENABLE_USER_SITE and os.path.isdir(site.getusersitepackages()):
+        folders.append(site.getusersitepackages())
+    return folders
+
+
+def _venv_seeing_this_environment(venv: Path, cwd: Path) -> Path:
+    """A venv whose ``sys.path`` ends with this interpreter's site-packages; returns its site-packages.
+
+    The ``.pth`` file calls ``site.addsitedir`` so that the outer folders' own ``.pth`` files are read, as
+    ``--system-site-packages`` reads the base interpreter's; the venv's own site-packages stays first."""
+    _run([sys.executable, "-m", "venv", "--without-pip", venv], cwd=cwd)
+    inner = venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    lines = [f"import site; site.addsitedir({folder!r})" for folder in _outer_site_packages()]
+    (inner / "_outer_environment.pth").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return inner
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     """Build the wheel from a copy of the build inputs (no build/ or egg-info left in the checkout)."""
@@ -72,7 +97,7 @@ def wheel(tmp_path_factory) -> Path:
             shutil.copy2(path, src / name)
     offline = ["--no-build-isolation", "--no-index"] if _backend_is_local() else []
     _run([sys.executable, "-m", "pip", "wheel", src, "--no-deps", *offline, "-w", dist, "-q"], cwd=base)
-    (found,) = dist.glob("probes-*.whl")
+    (found,) = dist.glob(f"{DISTRIBUTION.replace('-', '_')}-{__version__}-*.whl")
     return found
 
 
@@ -84,6 +109,9 @@ def test_wheel_holds_every_module_and_the_package_data(wheel):
     # only the package: no tests, no repository data, no build scripts
     top = {n.split("/")[0] for n in names} - {"probes"}
     assert len(top) == 1 and top.pop().endswith(".dist-info"), sorted({n.split("/")[0] for n in names})
+    # the distribution carries its own name (``probes`` on PyPI is another project); the import name is probes
+    meta = zipfile.ZipFile(wheel).read(f"{DISTRIBUTION.replace('-', '_')}-{__version__}.dist-info/METADATA")
+    assert f"Name: {DISTRIBUTION}\n" in meta.decode("utf-8")
 
 
 def test_wheel_install_runs_from_another_folder_on_the_shipped_sample(wheel, tmp_path):
@@ -92,15 +120,14 @@ def test_wheel_install_runs_from_another_folder_on_the_shipped_sample(wheel, tmp
     venv, elsewhere, out = tmp_path / "venv", tmp_path / "elsewhere", tmp_path / "out"
     elsewhere.mkdir()
     model = build("bert", tmp_path / "model")
-    _run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", venv], cwd=tmp_path)
+    inner = _venv_seeing_this_environment(venv, tmp_path)
     python = venv / "bin" / "python"
-    # pip comes from the system site-packages and installs into the venv (sys.prefix)
+    # pip comes from this environment's site-packages and installs into the venv (sys.prefix)
     _run([python, "-m", "pip", "install", "--no-deps", "--no-index", "-q", wheel], cwd=elsewhere)
     where = _run([python, "-c", "import probes, probes.corpora.registry as r; "
                   "print(probes.__file__); print(r.SAMPLE_DIR)"], cwd=elsewhere).stdout.split()
-    site = venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
-    assert Path(where[0]) == site / "probes" / "__init__.py", f"the venv imports probes from {where[0]}"
-    assert Path(where[1]) == site / "probes" / "corpora" / "sample"
+    assert Path(where[0]) == inner / "probes" / "__init__.py", f"the venv imports probes from {where[0]}"
+    assert Path(where[1]) == inner / "probes" / "corpora" / "sample"
 
     assert "Usage: probes demo" in _run([venv / "bin" / "probes", "demo", "--help"], cwd=elsewhere).stdout
     proc = _run([venv / "bin" / "probes", "leaderboard", "-m", model, "-t", "sample:dev", "--limit", "30",
@@ -109,5 +136,7 @@ def test_wheel_install_runs_from_another_folder_on_the_shipped_sample(wheel, tmp
     assert "ALL" in (out / "leaderboard.md").read_text(encoding="utf-8")
     run = json.loads((out / "run.json").read_text(encoding="utf-8"))
     # the command read the sample corpus shipped in the wheel, not a checkout's copy
-    assert Path(run["data"]["report"]["path"]) == site / "probes" / "corpora" / "sample" / "sample-dev.conllu"
+    assert Path(run["data"]["report"]["path"]) == inner / "probes" / "corpora" / "sample" / "sample-dev.conllu"
     assert run["data"]["report"]["sentences"] == 30
+    # the record's version of probes is read from the distribution's metadata, under the key "probes"
+    assert run["versions"]["probes"] == __version__

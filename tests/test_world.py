@@ -27,7 +27,7 @@ from probes.analysis.driver import stream
 from probes.analysis.offload import Offloaded
 from probes.analysis.split import Half
 from probes.corpora import read_documents, read_treebank
-from probes.errors import ConfigError
+from probes.errors import ConfigError, DistributedError
 from probes.extraction.attention import WordAttention
 from probes.extraction.windows import document_windows
 from probes.results import equal
@@ -52,14 +52,14 @@ class ThreadWorld(World):
 
     hub: Any = None
 
-    def gather(self, value: Any) -> list[Any]:
+    def gather(self, value: Any, step: str = "") -> list[Any]:
         self.hub.slots[self.rank] = pickle.dumps(value)
         self.hub.barrier.wait()
         out = [pickle.loads(b) for b in self.hub.slots]
         self.hub.barrier.wait()  # nobody overwrites a slot before every rank has read them
         return out
 
-    def barrier(self) -> None:
+    def barrier(self, step: str = "") -> None:
         self.hub.barrier.wait()
 
 
@@ -159,11 +159,76 @@ def test_world_record_gathers_every_rank_in_order() -> None:
 def test_one_process_world_and_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     assert init_world() == World() and not World().distributed and World().gather(5) == [5]
+    monkeypatch.delenv("PROBES_DIST_TIMEOUT_MIN", raising=False)
+    assert timeout().total_seconds() == 600  # 10 minutes by default, as the scale-out guide says
     monkeypatch.setenv("PROBES_DIST_TIMEOUT_MIN", "2.5")
     assert timeout().total_seconds() == 150
     monkeypatch.setenv("PROBES_DIST_TIMEOUT_MIN", "soon")
     with pytest.raises(ConfigError, match="PROBES_DIST_TIMEOUT_MIN: expected a positive number of minutes"):
         timeout()
+
+
+# ---------------------------------------------------------------------------------- failed collective steps
+#: What torch raises when a collective times out (gloo) and when a peer process is gone.
+TIMED_OUT = "[../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 600000ms for recv"
+CLOSED = "[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:29500"
+
+
+def _raise(kind: type[Exception], text: str) -> Callable[..., None]:
+    def fail(*args: Any, **kwargs: Any) -> None:
+        raise kind(text)
+    return fail
+
+
+def test_a_barrier_that_times_out_is_one_probes_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch.distributed as dist
+
+    monkeypatch.delenv("PROBES_DIST_TIMEOUT_MIN", raising=False)
+    monkeypatch.setattr(dist, "barrier", _raise(dist.DistBackendError, TIMED_OUT))
+    with pytest.raises(DistributedError) as got:
+        World(1, 2, 0, "gloo").barrier("the end of the run")
+    assert str(got.value) == ("the other ranks did not reach the end of the run within 10 min (a rank is stopped or "
+                              "hung; see its own error line); set PROBES_DIST_TIMEOUT_MIN to wait longer")
+    assert isinstance(got.value, RuntimeError) and "\n" not in str(got.value)
+
+
+def test_a_gather_whose_peer_died_names_the_step_and_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch.distributed as dist
+
+    monkeypatch.setattr(dist, "all_gather_object", _raise(RuntimeError, CLOSED))
+    with pytest.raises(DistributedError, match=r"^another rank left the run before the run record \(it failed or "
+                                                r"was stopped; see its own error line\): Connection closed by peer"):
+        world_record(World(0, 2, 0, "gloo"), {})
+    monkeypatch.setattr(dist, "all_gather_object", _raise(RuntimeError, TIMED_OUT))
+    monkeypatch.setenv("PROBES_DIST_TIMEOUT_MIN", "0.5")
+    with pytest.raises(DistributedError, match="did not reach the merge of the analyses within 0.5 min"):
+        merge_analyses({"heads": HeadAccuracy()}, World(0, 2, 0, "gloo"))
+
+
+def test_a_rank_failing_at_the_final_barrier_prints_one_line(monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """The CLI's last step under torchrun: the other rank died, so this one's barrier fails (no process group
+    needed: the command and the group are stood in for)."""
+    import torch.distributed as dist
+
+    import probes.cli as cli
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.delenv("PROBES_DIST_TIMEOUT_MIN", raising=False)
+    monkeypatch.setattr(cli, "init_world", lambda device=None: World(1, 2, 0, "gloo"))
+    monkeypatch.setattr(cli, "_main", lambda args: 0)  # the command itself succeeded
+    monkeypatch.setattr(dist, "barrier", _raise(dist.DistBackendError, TIMED_OUT))
+    monkeypatch.setattr(dist, "destroy_process_group", _raise(AssertionError, "not after a failed barrier"))
+    assert cli.main(["leaderboard", "--model", "m"]) == 1
+    err = capsys.readouterr().err
+    assert err == ("error: rank 1 of 2: the other ranks did not reach the end of the run within 10 min (a rank is "
+                   "stopped or hung; see its own error line); set PROBES_DIST_TIMEOUT_MIN to wait longer\n")
+    monkeypatch.setattr(dist, "barrier", _raise(RuntimeError, CLOSED))
+    assert cli.main(["leaderboard", "--model", "m"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("error: rank 1 of 2: another rank left the run before the end of the run")
 
 
 # ---------------------------------------------------------------------------------- merging
@@ -179,7 +244,7 @@ def test_merge_analyses_with_a_gather_of_two_states() -> None:
         shards.append(analyses)
 
     class Two(World):
-        def gather(self, value: Any) -> list[Any]:
+        def gather(self, value: Any, step: str = "") -> list[Any]:
             return [pickle.loads(pickle.dumps(s)) for s in shards]
 
     merged = merge_analyses(shards[1], Two(1, 2))

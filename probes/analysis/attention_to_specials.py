@@ -39,6 +39,9 @@ class SpecialsResult(Result):
         n_items: items seen.
     """
 
+    #: Array shapes checked on load (probes.result_checks).
+    _shapes = {"leading": "layers heads", "trailing": "layers heads"}
+
     layers: tuple[int, ...]
     heads: tuple[int, ...]
     leading: npt.NDArray[np.float64]

@@ -78,6 +78,11 @@ class BaselineScores(Result):
         grid_units: per-sentence counts of the grid positions, ``correct`` of shape ``(nnz, n_grid)``.
     """
 
+    #: Array shapes checked on load (probes.result_checks).
+    _shapes = {"correct": "offsets relations", "total": "relations", "grid_correct": "grid relations",
+               "unit_positions": "_ 4", "units.indptr": "n_units+1", "units.correct": "_ offsets",
+               "grid_units.indptr": "n_units+1", "grid_units.correct": "_ grid"}
+
     offsets: tuple[int, ...]
     correct: npt.NDArray[np.int64]
     total: npt.NDArray[np.int64]

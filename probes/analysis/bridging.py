@@ -158,6 +158,10 @@ class BridgingResult(Result):
         options: the options the scores were computed with.
     """
 
+    #: Array shapes checked on load (probes.result_checks).
+    _shapes = {"hits": "units B layers heads", "mass": "units B layers heads", "total": "units B",
+               "chance": "units B", "floor": "units B", "nearest": "units B", "offset_hits": "units B offsets"}
+
     layers: tuple[int, ...]
     heads: tuple[int, ...]
     units: tuple[str, ...]

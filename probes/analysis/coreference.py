@@ -228,6 +228,9 @@ class CorefResult(Result):
         options: the options the scores were computed with.
     """
 
+    #: Array shapes checked on load (probes.result_checks).
+    _shapes = {"correct": "units T B layers heads", "total": "units T B", "baseline_correct": "units _ T B"}
+
     layers: tuple[int, ...]
     heads: tuple[int, ...]
     units: tuple[str, ...]

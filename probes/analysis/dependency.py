@@ -67,6 +67,10 @@ class HeadScores(Result):
         metadata: free-form facts (options, model, data).
     """
 
+    #: Array shapes checked on load (probes.result_checks).
+    _shapes = {"correct": "directions layers heads relations", "total": "relations",
+               "units.indptr": "n_units+1", "units.correct": "_ directions layers heads"}
+
     correct: npt.NDArray[np.int64]
     total: npt.NDArray[np.int64]
     relations: tuple[str, ...]

@@ -76,6 +76,9 @@ class DistanceResult(Result):
         item_ids: ids (``sent_id``, else ``doc_id``, else ``""``) of the used items, in the rows' order.
     """
 
+    #: Array shapes checked on load (probes.result_checks).
+    _shapes = {"distance": "layers*heads layers*heads", "item_pairs": "I _", "item_rows": "I"}
+
     layers: tuple[int, ...]
     heads: tuple[int, ...]
     distance: npt.NDArray[np.float64]

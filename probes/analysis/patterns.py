@@ -244,6 +244,9 @@ class PatternResult(Result):
         n_without_tokens: items skipped because they came without token maps.
     """
 
+    #: Array shapes checked on load (probes.result_checks).
+    _shapes = {"counts": f"layers heads {len(PATTERNS)}"}
+
     layers: tuple[int, ...]
     heads: tuple[int, ...]
     counts: npt.NDArray[np.int64]

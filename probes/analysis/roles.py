@@ -77,6 +77,10 @@ class RolesResult(Result):
         top_common: size of the common-word list; has_frequencies: whether frequencies were given.
     """
 
+    #: Array shapes checked on load (probes.result_checks).
+    _shapes = {"confidence_sum": "layers heads", "offset_counts": "layers heads 2*max_offset+1",
+               "rare_hits": "layers heads", "rare2_hits": "layers heads"}
+
     layers: tuple[int, ...]
     heads: tuple[int, ...]
     confidence_sum: npt.NDArray[np.float64]

@@ -77,6 +77,9 @@ class SurfaceResult(Result):
         level: ``"token"`` or ``"word"``.
     """
 
+    #: Array shapes checked on load (probes.result_checks).
+    _shapes = {"sums": "keys layers heads", "counts": "keys"}
+
     layers: tuple[int, ...]
     heads: tuple[int, ...]
     keys: tuple[str, ...]

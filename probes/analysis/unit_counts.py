@@ -34,6 +34,16 @@ class UnitCounts(Result):
     total: npt.NDArray[np.int32]
     correct: npt.NDArray[np.uint16]
 
+    def _check_loaded(self) -> None:
+        """A loaded copy must be a valid CSR layout (offsets from 0 to ``nnz``, never decreasing, one per row)."""
+        nnz = self.relation.shape[:1]
+        if self.relation.ndim != 1 or self.total.shape != nnz or self.correct.shape[:1] != nnz:
+            raise ValueError(f"field 'relation', 'total' and 'correct': expected the same number of rows, found "
+                             f"shapes {self.relation.shape}, {self.total.shape} and {self.correct.shape}")
+        indptr = self.indptr
+        if indptr.ndim != 1 or not indptr.size or indptr[0] != 0 or indptr[-1] != nnz[0] or (np.diff(indptr) < 0).any():
+            raise ValueError(f"field 'indptr': expected offsets rising from 0 to {nnz[0]}, found {indptr[:8]}...")
+
     @property
     def n_units(self) -> int:
         """Number of units (sentences)."""

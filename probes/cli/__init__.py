@@ -35,6 +35,7 @@ from probes.cli import data as _data  # noqa: F401  (registers `data add`, `data
 from probes.cli import atlas as _atlas  # noqa: F401  (registers `atlas`)
 from probes.cli import importance as _importance  # noqa: F401  (registers `importance`, `prune`)
 from probes.cli import experiment as _experiment  # noqa: F401  (registers `run`, `report`)
+from probes.cli import verify as _verify  # noqa: F401  (registers `verify`)
 from probes.errors import ProbesError
 from probes.world import World, init_world, launched
 
@@ -134,9 +135,13 @@ def main(argv: list[str] | None = None) -> int:
     Under ``torchrun`` with more than one process, see :func:`_main_distributed`.
     """
     args, state["debug"] = _split_debug(list(sys.argv[1:] if argv is None else argv))
-    if launched():
-        return _main_distributed(args)
-    return _main(args)
+    try:
+        if launched():
+            return _main_distributed(args)
+        return _main(args)
+    finally:  # output folders claimed before the model ran are unlocked, whatever happened
+        if "probes.reports.outdir" in sys.modules:
+            sys.modules["probes.reports.outdir"].release_claims()
 
 
 def _device(args: list[str]) -> str | None:
@@ -192,7 +197,13 @@ def _main_distributed(args: list[str]) -> int:
     with _silent(world):
         code = _main(args)
     if code == 0:
-        world.barrier()  # rank 0 exits only once every rank has finished
+        try:
+            world.barrier("the end of the run")  # rank 0 exits only once every rank has finished
+        except ProbesError as exc:  # a rank that died or hangs: one line, never a traceback
+            if state["debug"]:
+                raise
+            print(f"error: {_WHO['prefix']}{exc}", file=sys.stderr)
+            return 1
         import torch.distributed as dist
 
         dist.destroy_process_group()

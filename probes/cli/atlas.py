@@ -40,17 +40,17 @@ def atlas_cli(
         "each head's antecedent-selection accuracy."),
     select_on: Optional[str] = options.select_on_option(),
     js_sentences: Optional[int] = typer.Option(
-        None, "--js-sentences", min=2, metavar="N",
+        None, "--js-sentences", min=2, max=options.MAX_COUNT, metavar="N",
         help="Sentences for the head distances (default 100, spread over the treebank by a fixed hash); the cost "
              "grows with N x heads^2."),
-    clusters: Optional[int] = typer.Option(None, "--clusters", min=1, metavar="K",
+    clusters: Optional[int] = typer.Option(None, "--clusters", min=1, max=options.MAX_COUNT, metavar="K",
                                            help="Head groups cut from the clustering (default 8)."),
     counts: Optional[Path] = typer.Option(
         None, "--counts", metavar="FILE", help="Word counts for rare-word heads, one `word<TAB>count` per line "
         "(default: counts of --treebank)."),
     word_level: bool = typer.Option(False, "--word-level", help="Also compute the surface statistics on word maps."),
     grad_sentences: int = typer.Option(
-        200, "--grad-sentences", min=0, metavar="N",
+        200, "--grad-sentences", min=0, max=options.MAX_COUNT, metavar="N",
         help="Sentences of the gradient-importance pass (needs a language-model head; 0 skips it)."),
     example: Optional[str] = typer.Option(None, "--example", metavar="SENT_ID",
                                           help="Sentence shown in the figures and head view (default: the first "

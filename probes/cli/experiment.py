@@ -49,7 +49,7 @@ def run_cli(
 
     run = run_experiment(experiment, out=out, progress=progress, fresh=fresh, limit=limit)
     typer.echo(run.format())
-    folder = Path(run.record["experiment"]["out"])
+    folder = Path(run.record.detail("experiment")["out"])
     typer.echo(f"Report: {folder / 'report.md'} and {folder / 'report.html'}")
 
 

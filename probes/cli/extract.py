@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -34,7 +34,7 @@ def extract_cli(
     on_long: str = options.on_long_option(),
     max_length: Optional[int] = typer.Option(None, "--max-length", min=2,
                                              help="Most tokens per sentence, specials included (default: model's)."),
-    shard_size: int = typer.Option(256, "--shard-size", min=1, help="Sentences per store shard."),
+    shard_size: int = typer.Option(256, "--shard-size", min=1, max=options.MAX_COUNT, help="Sentences per store shard."),
     revision: Optional[str] = typer.Option(None, "--revision", help="Model revision (hub models)."),
     progress: bool = options.progress_option(),
 ) -> None:
@@ -46,24 +46,40 @@ def extract_cli(
 
     Under ``torchrun`` each rank extracts its block of whole store shards into the same folder and
     rank 0 writes the manifest and prints: the store is the one a single process writes.
-    """
-    import itertools
 
-    from probes.corpora import read_treebank
+    One run per store: before the model loads, the store folder is created, checked writable and locked
+    (rank 0 holds the lock), so a second run into it, or an unwritable folder, stops at once.
+    """
+    import contextlib
+
     from probes.corpora.registry import resolve_treebank
-    from probes.extraction.store import extract_to_store
-    from probes.runs.inputs import load_extractor
-    from probes.world import World
+    from probes.locks import FolderLock
+    from probes.world import World, launched
 
     keep_layers = options.parse_indices(layers, "--layers")  # before the model loads
     keep_heads = options.parse_indices(heads, "--heads")
     path = resolve_treebank(treebank)
-    world = World.current()  # joined by the CLI under torchrun; a world of one otherwise
-    extractor = load_extractor(
-        model, revision=revision, device=device, batch_size=batch_size,
-        layers=keep_layers, heads=keep_heads, from_pool=from_pool,
-        max_length=max_length, on_long=on_long, progress=progress and world.is_main,
-        extraction=options.extraction(dtype, max_batch_tokens, max_attention_mb, device_map))
+    # joined by the CLI under torchrun; a world of one otherwise (without importing torch before the lock)
+    world = World.current() if launched() else World()
+    with FolderLock(store, what="probes extract") if world.is_main else contextlib.nullcontext():
+        from probes.runs.inputs import load_extractor  # torch and transformers: after the lock, at once
+
+        extractor = load_extractor(
+            model, revision=revision, device=device, batch_size=batch_size,
+            layers=keep_layers, heads=keep_heads, from_pool=from_pool,
+            max_length=max_length, on_long=on_long, progress=progress and world.is_main,
+            extraction=options.extraction(dtype, max_batch_tokens, max_attention_mb, device_map))
+        _extract(extractor, model, Path(path), store, limit, shard_size, world)
+
+
+def _extract(extractor: Any, model: str, path: Path, store: Path, limit: int | None, shard_size: int,
+             world: Any) -> None:
+    """Extract ``path`` into the (locked) store and print what was stored."""
+    import itertools
+
+    from probes.corpora import read_treebank
+    from probes.extraction.store import extract_to_store
+
     sentences = itertools.islice(read_treebank(path), limit)
     result = extract_to_store(extractor, sentences, store, shard_size=shard_size, source=path, world=world)
     if not world.is_main:

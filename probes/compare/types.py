@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from probes.results import Result, require_pandas
+from probes.results import Result, require_pandas, saveable
 
 __all__ = ["Unit", "BestHead", "HeadKinds", "Spread", "Specialisation", "Consistency", "Redundancy", "LayerProfile",
            "Test", "Curve", "Histogram", "Comparison", "TABLES"]
@@ -36,6 +36,7 @@ class Unit:
     options: dict[str, Any] = field(default_factory=dict)
 
 
+@saveable
 @dataclass(frozen=True)
 class BestHead:
     """One relation's best head in one model (the leaderboard's reported row, heads chosen on ``selected_on``).
@@ -66,6 +67,7 @@ class BestHead:
     reported_on: str
 
 
+@saveable
 @dataclass(frozen=True)
 class HeadKinds:
     """Per model and data, how many heads are specialised, positional and broad (``rules`` says how each is
@@ -81,6 +83,7 @@ class HeadKinds:
     rules: dict[str, str] = field(default_factory=dict)
 
 
+@saveable
 @dataclass(frozen=True)
 class Spread:
     """Q1, do heads differ more than chance: the spread of head-to-head JS distances in one model.
@@ -111,6 +114,7 @@ class Spread:
     n_cluster_resamples: int = 0
 
 
+@saveable
 @dataclass(frozen=True)
 class Specialisation:
     """Q2: how many heads carry a relation, held out and corrected.
@@ -136,6 +140,7 @@ class Specialisation:
     rule: str
 
 
+@saveable
 @dataclass(frozen=True)
 class Consistency:
     """Q4: are the same heads chosen on two datasets (two splits, or two corpora)?
@@ -157,6 +162,7 @@ class Consistency:
     relations: tuple[str, ...] = ()
 
 
+@saveable
 @dataclass(frozen=True)
 class Redundancy:
     """Q3: the fraction of heads removable for at most ``tolerance`` loss of one objective, by pruning order,
@@ -186,6 +192,7 @@ class Redundancy:
     reported_on: str
 
 
+@saveable
 @dataclass(frozen=True)
 class LayerProfile:
     """Q5: patterns and roles in one layer of one model: the fraction of its heads whose majority Kovaleva
@@ -204,6 +211,7 @@ class LayerProfile:
     confidence: float
 
 
+@saveable
 @dataclass(frozen=True)
 class Test:
     """One test of the report: ``question`` (q1..q5), what is compared, the difference with its interval, and
@@ -220,11 +228,15 @@ class Test:
     significant: bool
 
 
+@saveable
 @dataclass(frozen=True)
 class Curve:
     """One pruning curve set for the overlaid figure: ``objective``'s loss (``metric``) against the fraction of
     heads pruned, by importance order (``importance``), the random band (``random_low/median/high``) and the
     score orders (``orders``: name -> values); every array ``(S,)`` on ``fractions``."""
+
+    #: Array shapes checked on load (probes.result_checks).
+    _shapes = {"fractions": "S", "importance": "S", "random_low": "S", "random_median": "S", "random_high": "S"}
 
     model: str
     data: str
@@ -238,10 +250,14 @@ class Curve:
     orders: dict[str, npt.NDArray[np.float64]] = field(default_factory=dict)
 
 
+@saveable
 @dataclass(frozen=True)
 class Histogram:
     """The distribution of one model's head-to-head distances (per query row JS, all pairs of distinct heads):
     ``counts`` ``(B,)`` on ``edges`` ``(B + 1,)``, the same edges for every model of a comparison."""
+
+    #: Array shapes checked on load (probes.result_checks).
+    _shapes = {"counts": "B", "edges": "B+1"}
 
     model: str
     data: str

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from probes.corpora.blocks import iter_blocks
 from probes.corpora.coref import document_heads, tree_head
 from probes.corpora.formats import detect_format, treebank_reader
+from probes.corpora.integrity import IdRegister, control_char, shown
 from probes.corpora.readreport import ReadReport, check_on_error
 from probes.corpora.spacy_docs import DEFAULT_PIPELINE, parse_words, span_to_sentence
 from probes.corpora.types import Document, Mention, Sentence
@@ -66,6 +67,7 @@ class _SectionReader:
         self.doc: _RawDoc | None = None
         self.opened: dict[str, list[tuple[int, int]]] = defaultdict(list)  # entity -> (offset, line) stack
         self.offset = 0  # document offset of the next word
+        self.doc_ids = IdRegister()  # each document name and part may appear once per file
         self._new_sentence()
 
     def _new_sentence(self) -> None:
@@ -107,6 +109,10 @@ class _SectionReader:
         self.doc = _RawDoc(f"{m.group(1)}_{m.group(2)}", lineno)
         self.opened.clear()
         self.offset = 0
+        first = self.doc_ids.first_line(self.doc.doc_id, lineno)
+        if first is not None:
+            self.fail(lineno, f"expected a document name and part not used before in the file, found them "
+                      f"again (first at line {first})", AnnotationError)
         return done
 
     def end(self, lineno: int) -> _RawDoc:
@@ -155,6 +161,12 @@ class _SectionReader:
 
     def line(self, lineno: int, text: str) -> _RawDoc | None:
         """Any line; returns a section when the line closes one."""
+        found = control_char(text)
+        if found is not None:
+            msg = f"expected no control characters, found {found} in '{shown(text)}'"
+            if self.doc is None:
+                raise FormatError(msg, path=self.path, line=lineno)
+            self.fail(lineno, msg)
         if text.startswith("#begin document"):
             return self.begin(lineno, text)
         if text.startswith("#end document"):

@@ -11,6 +11,7 @@ nodes (``8.1``) are checked and skipped; the syntactic words are kept.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from os import PathLike
@@ -20,10 +21,11 @@ from conllu.exceptions import ParseException
 from conllu.parser import parse_comment_line, parse_id_value, parse_int_value
 
 from probes.corpora.blocks import Block, iter_blocks
+from probes.corpora.integrity import CONTROL, IdRegister, control_char, shown
 from probes.corpora.readreport import ReadReport, check_on_error
 from probes.corpora.validate import check_tree
 from probes.corpora.types import Sentence
-from probes.errors import FormatError, InputError
+from probes.errors import AnnotationError, FormatError, InputError
 
 __all__ = [
     "ParsedBlock",
@@ -86,6 +88,27 @@ def _columns(text: str, *, sent_id: str, path: str | None, lineno: int, conllx: 
             line=lineno,
         )
     return cols
+
+
+def _no_control(text: str, *, sent_id: str, path: str | None, lineno: int, conllx: bool) -> None:
+    """Raise unless line ``text`` is free of control characters (tab aside), naming the field that holds one."""
+    if CONTROL.search(text) is None:
+        return
+    if text.startswith("#"):
+        key = text[1:].split("=", 1)[0].strip()
+        where, value = (f"the '# {key}' comment" if key else "a comment"), text
+    else:
+        cols = text.split("\t")
+        col = next(i for i, c in enumerate(cols) if CONTROL.search(c))
+        names = CONLLX_COLUMNS if conllx else COLUMNS
+        where = f"{names[col]} (column {col + 1})" if col < N_COLUMNS else f"column {col + 1}"
+        value = cols[col]
+    raise FormatError(
+        f"sentence '{shown(sent_id)}': expected no control characters in {where}, "
+        f"found {control_char(value)} in '{shown(value)}'",
+        path=path,
+        line=lineno,
+    )
 
 
 def _id_kind(tid: str, n_words: int, *, sent_id: str, path: str | None, lineno: int, conllx: bool) -> str:
@@ -172,6 +195,9 @@ def parse_block(
     heads: list[int] = []
     lines: list[int] = []
     empty: list[tuple[int, int, str]] = []
+    if CONTROL.search("\n".join(block.lines)):  # rare: find the line and field
+        for offset, text in enumerate(block.lines):
+            _no_control(text, sent_id=sent_id, path=path, lineno=block.line + offset, conllx=conllx)
     for offset, text in enumerate(block.lines):
         if text.startswith("#"):
             continue
@@ -214,6 +240,34 @@ def parse_block(
     return ParsedBlock(sentence, tuple(lines), tuple(comments), tuple(empty))
 
 
+_KEY_COMMENTS = {"sent_id": re.compile(r"#\s*sent_id\s*="), "newdoc id": re.compile(r"#\s*newdoc(\s+id\s*=|\s*$)")}
+
+
+def _comment_line(block: Block, key: str) -> int:
+    """The file line of the block's ``# sent_id`` or ``# newdoc id`` comment (the block's first line if none)."""
+    pattern = _KEY_COMMENTS[key]
+    for offset, text in enumerate(block.lines):
+        if text.startswith("#") and pattern.match(text):
+            return block.line + offset
+    return block.line
+
+
+def _repeated(register: IdRegister, ident: str, block: Block, key: str, what: str) -> AnnotationError | None:
+    """The error for an id already used in the file (``what``: ``sentence``/``document``), else None.
+
+    Blocks are registered by their first line; the comment line is looked up only for a repeat.
+    """
+    first = register.first_line(ident, block.line)
+    if first is None:
+        return None
+    return AnnotationError(
+        f"{what} '{shown(ident)}': expected a {key} not used before in the file, "
+        f"found it again (first in the block at line {first})",
+        path=block.path,
+        line=_comment_line(block, key),
+    )
+
+
 def iter_results(
     path: str | PathLike[str], *, fmt: str = "conllu"
 ) -> Iterator[tuple[bool, ParsedBlock | InputError]]:
@@ -224,20 +278,30 @@ def iter_results(
     whole document silver (CoNLL-U's ``global.`` prefix for document-wide attributes);
     ``# annotation = silver`` marks only its own sentence. Errors are yielded, not
     raised, so callers decide whether to stop or skip (the sentence or its document).
+    A sentence id or document id used twice in the file is an error at its second use
+    (results are keyed by these ids: a repeat would merge two inputs).
     """
     name = Path(path).name
     doc_id: str | None = None
     doc_silver = False
     n_docs = 0
+    sent_ids, doc_ids = IdRegister(), IdRegister()
     for number, block in enumerate(iter_blocks(path), 1):
         comments = _comments(block)
         meta = dict(comments)
         starts = "newdoc id" in meta or "newdoc" in meta
+        repeat: AnnotationError | None = None
         if starts:
             n_docs += 1
             doc_id = meta.get("newdoc id") or f"{name}#doc{n_docs}"
             doc_silver = meta.get("global.annotation") == "silver"
+            repeat = _repeated(doc_ids, doc_id, block, "newdoc id", "document")
         sent_id = meta.get("sent_id") or f"{name}#{number}"
+        repeat_sent = _repeated(sent_ids, sent_id, block, "sent_id", "sentence")
+        repeat = repeat or repeat_sent
+        if repeat is not None:
+            yield starts, repeat
+            continue
         try:
             yield starts, parse_block(
                 block, fmt=fmt, sent_id=sent_id, doc_id=doc_id, silver=doc_silver, comments=comments

@@ -25,7 +25,7 @@ root of its sentence; ties go to the leftmost word.
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +41,9 @@ from probes.errors import AnnotationError, InputError
 __all__ = ["read_corefud", "build_document", "document_heads", "parse_entity_chunks", "tree_head"]
 
 DEFAULT_FIELDS = "eid-etype-head-other"
+#: Opening-chunk fields that give word positions inside the mention (1-based; GUM's ``minspan`` may list several).
+HEAD_FIELDS = ("head", "minspan")
+_POSITIONS = re.compile(r"\d+(,\d+)*")
 _CHUNK = re.compile(r"\([^()]+\)?|[^()]+\)")
 _PART = re.compile(r"^(.+)\[(\d+)/(\d+)\]$")
 
@@ -63,6 +66,9 @@ def _links(state: _DocState, misc: str, key: str, line: int, sent_id: str) -> li
         ante, sep, ana = link.partition("<")
         if not sep or not ante or not ana:
             raise _error(state, line, sent_id, f"expected {key}=antecedent<anaphor, found {link!r}")
+        if ante == ana.split(":", 1)[0]:
+            raise _error(state, line, sent_id, f"expected {key}=antecedent<anaphor between two different "
+                         f"entities, found {key}={link} (entity {ante} linked to itself)")
         pairs.append((ante, ana))
     return pairs
 
@@ -101,6 +107,7 @@ class _Mention:
     entity: str
     fields: dict[str, str]
     line: int
+    sent_id: str
     n_parts: int = 1
     parts: list[tuple[int, int]] = field(default_factory=list)
 
@@ -126,6 +133,7 @@ class _DocState:
         default_factory=list
     )  # ante, ana, offset, line
     split_ante: list[tuple[str, str, int]] = field(default_factory=list)
+    empties: list[int] = field(default_factory=list)  # offset of the word after each empty node, in order
     dropped: int = 0
 
 
@@ -182,7 +190,7 @@ def _walk_entity(
                         f"expected a part [k/n] with 1 <= k <= n, found {chunk!r}",
                     )
             if k == 1:
-                mention = _Mention(eid, named, line, n_parts=n)
+                mention = _Mention(eid, named, line, sent_id, n_parts=n)
                 if n > 1:
                     partial[eid].append(mention)
             elif partial.get(eid):
@@ -228,9 +236,35 @@ def _close(state: _DocState, part: _Part, end: int, partial: dict[str, list[_Men
     if mention.n_parts > 1 and partial.get(mention.entity):
         partial[mention.entity].remove(mention)
     if mention.parts:
+        _check_head_fields(state, mention)
         state.raw.append((mention.entity, mention.parts, mention.fields, mention.line))
     else:
         state.dropped += 1
+
+
+def _check_head_fields(state: _DocState, mention: _Mention) -> None:
+    """Raise unless the mention's ``head`` (GUM: ``minspan``) field names positions inside the mention.
+
+    The positions are 1-based over the mention's nodes; empty nodes inside or at the edges of a part
+    are counted too (CorefUD counts them), so the bound is never too tight.
+    """
+    size = 0
+    for name in HEAD_FIELDS:
+        value = mention.fields.get(name)
+        if not value or value == "_":
+            continue
+        if not size:
+            size = sum(z - a + 1 for a, z in mention.parts)
+            if state.empties:
+                size += sum(bisect_right(state.empties, z + 1) - bisect_left(state.empties, a)
+                            for a, z in mention.parts)
+        if _POSITIONS.fullmatch(value):
+            positions = [int(p) for p in value.split(",")]
+            if min(positions) >= 1 and max(positions) <= size:
+                continue
+        raise _error(state, mention.line, mention.sent_id,
+                     f"expected the {name} field of the mention of entity {mention.entity} opened here to "
+                     f"name positions 1..{size} inside it, found {value!r}")
 
 
 def document_heads(sentences: Sequence[Sentence]) -> tuple[list[int], list[int], list[int]]:
@@ -261,6 +295,7 @@ def _walk_sentence(state: _DocState, block: ParsedBlock, base: int, opened: dict
     n = len(sent.words)
     for k in range(n + 1):
         while nxt is not None and nxt[0] == k:  # empty nodes sitting before word k+1
+            state.empties.append(base + k)
             value = _misc_get(nxt[2], "Entity")
             if value:
                 _walk_entity(state, value, here_start=base + k, here_end=base + k - 1, line=nxt[1],
@@ -377,15 +412,20 @@ def build_document(
     *,
     path: str,
     report: ReadReport | None = None,
+    fields: str | None = None,
 ) -> Document:
     """Assemble one :class:`Document` from its parsed sentences.
+
+    The Entity fields are named by a ``# global.Entity`` comment on the document's first sentence, else by
+    ``fields`` (the file's last such comment: a ``global.`` comment holds for the rest of its file), else
+    CorefUD's default order.
 
     Raises:
         AnnotationError: ``path:line:`` for an unclosed or never-opened bracket, a
             malformed chunk, or a bridging/split-antecedent link to an unknown entity.
     """
     header = next((v for b in blocks[:1] for k, v in b.comments if k == "global.Entity"), None)
-    state = _DocState(path, doc_id, (header or DEFAULT_FIELDS).split("-"))
+    state = _DocState(path, doc_id, (header or fields or DEFAULT_FIELDS).split("-"))
     opened: dict[str, list[_Part]] = defaultdict(list)
     partial: dict[str, list[_Mention]] = defaultdict(list)
     sentences = tuple(b.sentence for b in blocks)
@@ -436,9 +476,10 @@ def read_corefud(
     group: list[ParsedBlock] = []
     failed: InputError | None = None
     doc_id: str | None = None
+    fields: str | None = None  # the file's last ``# global.Entity``: it holds for the documents after it
 
     def finish() -> Iterator[Document]:
-        nonlocal failed
+        nonlocal failed, fields
         if failed is not None:
             err = failed
             failed = None
@@ -448,8 +489,9 @@ def read_corefud(
             return
         if not group:
             return
+        fields = next((v for k, v in group[0].comments if k == "global.Entity"), fields)
         try:
-            doc = build_document(doc_id or stem, group, path=name, report=report)
+            doc = build_document(doc_id or stem, group, path=name, report=report, fields=fields)
         except InputError as err:
             if on_error == "raise":
                 raise

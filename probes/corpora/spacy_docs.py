@@ -15,6 +15,7 @@ from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
+from probes.corpora.integrity import control_char, shown
 from probes.corpora.readreport import ReadReport, check_on_error
 from probes.corpora.validate import check_tree
 from probes.corpora.types import Sentence
@@ -171,6 +172,18 @@ def parse_words(
     yield from nlp.pipe(docs, batch_size=batch_size)
 
 
+def _no_control(sent: Sentence, where: str, path: str) -> None:
+    """Raise unless no word, lemma, tag, feature or relation of ``sent`` holds a control character."""
+    columns = {"form": sent.words, "lemma": sent.lemmas, "POS": sent.upos, "tag": sent.xpos,
+               "morphology": sent.feats, "relation": sent.relations}
+    for what, values in columns.items():
+        for i, value in enumerate(values, 1):
+            found = control_char(value)
+            if found is not None:
+                raise FormatError(f"{where}: sentence '{sent.sent_id}': expected no control characters in the "
+                                  f"{what} of word {i}, found {found} in '{shown(value)}'", path=path)
+
+
 def read_docbin(
     path: str | PathLike[str],
     *,
@@ -211,6 +224,8 @@ def read_docbin(
                     f"doc {k}: expected dependency annotation (DEP), found none", path=name
                 )
             sents = from_spacy(doc, doc_id=doc_id, silver=silver)
+            for sent in sents:
+                _no_control(sent, f"doc {k}", name)
         except InputError as err:
             if on_error == "raise":
                 if isinstance(err, AnnotationError) or err.path is None:

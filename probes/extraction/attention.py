@@ -10,6 +10,7 @@ import numpy.typing as npt
 
 from probes.errors import AlignmentError
 from probes.extraction.families import word_start_marks
+from probes.results import saveable
 
 __all__ = ["TokenAttention", "WordAttention", "PUNCT_TOKENS", "is_punct_token"]
 
@@ -31,6 +32,7 @@ def is_punct_token(token: str) -> bool:
     return token in PUNCT_TOKENS
 
 
+@saveable
 @dataclass(frozen=True)
 class TokenAttention:
     """Token-level attention maps of one input, as the model ran it (kept with ``keep_tokens=True``).
@@ -49,6 +51,9 @@ class TokenAttention:
         end_special: ``(T,)`` True at the other specials ([SEP], ``</s>``); all False for a model
             without an end special (a decoder), so measures of attention to it are empty, not zero.
     """
+
+    #: Array shapes checked on load (probes.result_checks).
+    _shapes = {"weights": "_ _ tokens tokens", "word_of": "tokens", "start_special": "tokens", "end_special": "tokens"}
 
     weights: npt.NDArray[np.float32]
     tokens: tuple[str, ...]

@@ -11,9 +11,12 @@ share one formula.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["Budget", "DEFAULT_ATTENTION_MB"]
+from probes.errors import OutOfMemoryError
+
+__all__ = ["Budget", "DEFAULT_ATTENTION_MB", "out_of_memory"]
 
 #: Default ``max_attention_mb``: 2 GB of float32 attention, half for the extractor (2**28 values), half for the
 #: queue. Today's batches and windows of MiniLM (72 heads) and bert-base (144 heads) fit it unchanged: 4
@@ -67,3 +70,17 @@ class Budget:
         per_token2 = self.n_heads + self.n_kept * (2 + self.keep_tokens)
         share = self.share()
         return max_tokens if math.isinf(share) else min(max_tokens, math.isqrt(int(share // per_token2)))
+
+
+def out_of_memory(names: Sequence[str], n_tokens: int, max_attention_mb: float | None,
+                  exc: BaseException) -> OutOfMemoryError:
+    """The error for a forward pass that ran out of memory (``exc``): the inputs of its batch (``names``), its
+    longest input in tokens, and the options that bound the memory it needs."""
+    shown = ", ".join(repr(n) for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    why = " ".join(str(exc).split())[-160:] or "no detail"
+    bound = (f"--max-attention-mb is {max_attention_mb:g} MB: lower it, and such inputs are handled by --on-long"
+             if max_attention_mb is not None else
+             "set --max-attention-mb (max_attention_mb) to bound the attention held at once")
+    return OutOfMemoryError(f"sentence {shown} ({n_tokens:,} tokens, batch of {len(names)}): the model ran out of "
+                            f"memory ({type(exc).__name__}: {why}); {bound}, or lower --batch-size / "
+                            "--max-batch-tokens")

@@ -85,8 +85,9 @@ def check_options(*, device: str | torch.device | None = None, dtype: str = "flo
     if max_attention_mb is not None and (isinstance(max_attention_mb, bool) or
                                          not isinstance(max_attention_mb, numbers.Real) or
                                          not math.isfinite(max_attention_mb) or max_attention_mb <= 0):
-        raise ConfigError(f"max_attention_mb must be a number of MB > 0 (--max-attention-mb), found "
-                          f"{max_attention_mb!r}")
+        raise ConfigError(f"max_attention_mb must be a number of MB > 0 (--max-attention-mb): expected a positive "
+                          f"number of MB, found {max_attention_mb!r}; it bounds the attention held at once "
+                          f"(default {DEFAULT_ATTENTION_MB:g})")
     return check_device(device)
 
 

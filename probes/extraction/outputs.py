@@ -63,7 +63,9 @@ class ExtractionReport(Result):
 
     def summary(self) -> str:
         """One human-readable line, e.g. for the end of a CLI run."""
-        text = (f"{self.n_items} inputs read, {self.n_yielded} yielded; over {self.max_tokens} tokens: "
+        over = (f"over {self.max_tokens} tokens or the attention budget" if self.over_budget else
+                f"over {self.max_tokens} tokens")
+        text = (f"{self.n_items} inputs read, {self.n_yielded} yielded; {over}: "
                 f"{len(self.skipped)} skipped, {len(self.truncated)} truncated, {len(self.windowed)} windowed")
         budget = f"over the attention budget ({self.max_attention_mb:g} MB)" if self.over_budget else ""
         for name, ids in (("skipped", self.skipped), ("truncated", self.truncated), ("windowed", self.windowed),

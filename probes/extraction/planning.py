@@ -10,6 +10,7 @@ named in the report's ``over_budget``. The windows' results are put back togethe
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,8 @@ from probes.extraction.align import Alignment, alignment_from_word_ids
 from probes.extraction.budget import Budget
 from probes.extraction.outputs import ExtractionReport
 from probes.errors import ConfigError
+
+log = logging.getLogger("probes")
 
 __all__ = ["Job", "Planner", "align", "ask_rows", "held", "item_id", "peak", "word_spans"]
 
@@ -36,6 +39,7 @@ class Job:
     tokens: npt.NDArray[np.float32] | None = None  # (L', H', T, T) when the extractor keeps token maps
     rows: npt.NDArray[np.intp] | None = None  # the job's words whose rows were asked for (None: every row)
     row_positions: npt.NDArray[np.intp] | None = None  # set when ``result`` holds only these positions' rows
+    name: str = ""  # the item's id (:func:`item_id`), for messages
 
 
 def item_id(item: Any, index: int) -> str:
@@ -132,13 +136,34 @@ class Planner:
             name = item_id(item, self.report.n_items + index)
             long = al.n_tokens > self.max_tokens
             if not long and self.budget.fits(al.n_tokens, al.n_positions):
-                plans.append([Job(index, al)])
+                plans.append([Job(index, al, name=name)])
                 continue
             if not long:
                 self.report.over_budget.append(name)
             plans.append(self._plan_long(index, item, name, wl, al))
+            if not long:
+                log.warning("%s", self._over_budget_note(name, al, plans[-1]))
         self.report.n_items += len(buffer)
         return plans
+
+    def _mb(self, values: float) -> str:
+        """``values`` float32 values in MB, as messages say it."""
+        return f"{values * 4 / 2**20:,.1f} MB"
+
+    def _over_budget_note(self, name: str, al: Alignment, jobs: Sequence[Job]) -> str:
+        """Why an input within ``max_tokens`` was not run whole (the attention budget, with the numbers) and
+        what was done instead (``on_long``)."""
+        need = self.budget.held(al.n_tokens, al.n_positions) + self.budget.in_flight(1, al.n_tokens, al.n_positions)
+        mb = self.budget.max_attention_mb
+        text = (f"{name}: {al.n_tokens:,} tokens ({al.n_words:,} words) need {self._mb(need)} of attention at once, "
+                f"over the extractor's {self._mb(self.budget.share())} (half of --max-attention-mb {mb:g}), "
+                f"not over the model's {self.max_tokens} tokens")
+        if not jobs:
+            windows = "; even its windows' combined maps do not fit" if self.on_long == "window" else ""
+            return f"{text}: skipped{windows} (raise --max-attention-mb to run it)"
+        if self.on_long == "truncate":
+            return f"{text}: truncated to its first {jobs[0].alignment.n_words:,} words"
+        return f"{text}: run in {len(jobs)} windows of at most {self.budget.tokens(self.max_tokens)} tokens"
 
     def _plan_long(self, index: int, item: Any, name: str, wl: list[str], al: Alignment) -> list[Job]:
         """The jobs of an input over ``max_tokens`` or the budget, by ``on_long`` (its id goes to the report)."""
@@ -149,10 +174,10 @@ class Planner:
         if self.on_long == "truncate":
             keep = int(np.searchsorted(np.cumsum(al.word_tokens), budget, side="right"))
             self.report.truncated.append(name)
-            return [Job(index, align(self.tokenizer, [wl[:keep]], [item])[0])]
+            return [Job(index, align(self.tokenizer, [wl[:keep]], [item])[0], name=name)]
         spans = word_spans(al.word_tokens, budget)
         sub = align(self.tokenizer, [wl[s:e] for s, e in spans], [item] * len(spans))
-        jobs = [Job(index, a, start=s) for a, (s, _) in zip(sub, spans)]
+        jobs = [Job(index, a, start=s, name=name) for a, (s, _) in zip(sub, spans)]
         if held(jobs, self.budget) + peak(jobs, self.budget) > self.budget.share():  # the combined n x n does not fit
             if name not in self.report.over_budget:
                 self.report.over_budget.append(name)

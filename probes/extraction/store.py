@@ -26,6 +26,14 @@ order, and resumes under any number of ranks. Ranks share work by whole shards: 
 Reading: :func:`open_store` returns an :class:`AttentionStore`; iterating it memory-maps one
 shard at a time and yields ``(Sentence, WordAttention)`` with float32 weights, one sentence
 in memory at a time.
+
+Integrity (:mod:`probes.extraction.store_verify`): opening a store checks that every shard file is there
+and every ``.npy`` has the size its header implies; the first read of each shard checks its files' sha256
+against the manifest (``open_store(path, verify=True)`` checks every shard at once; ``probes verify``
+lists every damaged file). A damaged store is refused with :class:`~probes.errors.DamagedStoreError`.
+Writing: one run per store (:class:`probes.locks.FolderLock`: a second one stops at once); a full disk or
+a folder that cannot be written gives one :class:`~probes.errors.WriteError` naming the file, and leaves no
+temporary file.
 """
 
 from __future__ import annotations
@@ -47,14 +55,16 @@ from tqdm.auto import tqdm
 
 from probes.extraction.attention import WordAttention
 from probes.corpora.types import Sentence
-from probes.errors import StoreError
+from probes.errors import StoreError, WriteError
 from probes.checksum import file_sha256
+from probes.extraction.store_verify import Verification, check_shard, check_sizes, damaged_shards
+from probes.locks import FolderLock
 from probes.world import World
 
 if TYPE_CHECKING:  # pragma: no cover
     from probes.extraction.extractor import AttentionExtractor
 
-__all__ = ["AttentionStore", "extract_to_store", "open_store", "STORE_FORMAT"]
+__all__ = ["AttentionStore", "extract_to_store", "open_store", "verify_store", "STORE_FORMAT"]
 
 log = logging.getLogger("probes")
 
@@ -73,13 +83,46 @@ def _sentence_from_json(text: str) -> Sentence:
 
 
 def _write_atomic(path: Path, write: Callable[[Any], None], mode: str = "w") -> None:
+    """Write ``path`` under a temporary name in its folder and rename it into place (never seen half-written).
+
+    Raises:
+        WriteError: the disk is full or the folder cannot be written (the temporary file is removed).
+    """
     # one temporary name per process and thread: ranks (or threads) may write the same file at once
     tmp = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
-    with tmp.open(mode, **({} if "b" in mode else {"encoding": "utf-8"})) as handle:
-        write(handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    try:
+        with tmp.open(mode, **({} if "b" in mode else {"encoding": "utf-8"})) as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise WriteError.from_oserror(exc, path) from exc
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+class _Stream:
+    """A binary file seen by numpy as a plain stream: it writes in chunks through ``write``, so a full
+    disk raises ``OSError(ENOSPC)`` rather than ``tofile``'s "N requested and M written" with no errno."""
+
+    def __init__(self, handle: Any) -> None:
+        self._handle = handle
+
+    def write(self, data: bytes) -> int:
+        return int(self._handle.write(data))
+
+
+def _save_npy(handle: Any, data: np.ndarray) -> None:
+    """``np.save(handle, data)``, byte for byte, through :class:`_Stream`."""
+    np.lib.format.write_array(_Stream(handle), data, allow_pickle=False)
+
+
+def _make_folder(root: Path) -> None:
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise WriteError.from_oserror(exc, root) from exc
 
 
 def _dump_json(obj: Any) -> Callable[[Any], None]:
@@ -125,10 +168,25 @@ def extract_to_store(
     Raises:
         StoreError: ``path`` holds a store of another model, other options, another shard size
             or other sentences.
+        FolderLockedError: another run is writing into ``path`` (its lock file names it); a lock left
+            by a process that is no longer running is taken over.
+        WriteError: a file of the store cannot be written (disk full, permission, read-only file
+            system); its temporary file is removed and the finished shards are kept.
     """
     if shard_size < 1:
         raise StoreError(f"shard_size must be >= 1, found {shard_size}")
     root = Path(path)
+    world = World.current() if world is None else world
+    if not world.is_main:  # rank 0 holds the store's lock for the whole world
+        return _extract_locked(extractor, sentences, root, shard_size, source, progress, on_shard, world)
+    with FolderLock(root, what="probes extract"):
+        return _extract_locked(extractor, sentences, root, shard_size, source, progress, on_shard, world)
+
+
+def _extract_locked(extractor: AttentionExtractor, sentences: Iterable[Sentence], root: Path, shard_size: int,
+                    source: str | os.PathLike[str] | None, progress: bool | None,
+                    on_shard: Callable[[int], None] | None, world: World) -> AttentionStore:
+    """:func:`extract_to_store`, once this run holds the store folder (or is not rank 0)."""
     info = extractor.info()
     old = _check_existing(root, info, shard_size)  # nothing is written before this passes
     manifest: dict[str, Any] = {"format": STORE_FORMAT, "info": info, "shard_size": shard_size,
@@ -136,11 +194,10 @@ def extract_to_store(
                                 "source_sha256": None if source is None else file_sha256(Path(source))}
 
     def start() -> None:  # before the first file of this run is written: the store is unfinished from here on
-        root.mkdir(parents=True, exist_ok=True)
+        _make_folder(root)
         _write_atomic(root / _MANIFEST, _dump_json(manifest))
 
     expected = [s["data_sha256"] for s in old["shards"]] if old is not None and old.get("complete") else None
-    world = World.current() if world is None else world
     show = (extractor.progress if progress is None else progress) and world.is_main
     saved, extractor.progress = extractor.progress, False
     try:
@@ -160,7 +217,7 @@ def extract_to_store(
 
 def _finish(root: Path, manifest: dict[str, Any], shards: list[dict[str, Any]], data_sha256: str) -> None:
     """Mark the store finished: drop stale files, write the manifest with every shard and the report."""
-    root.mkdir(parents=True, exist_ok=True)
+    _make_folder(root)
     _remove_stale(root, len(shards))
     report: dict[str, Any] = {key: [i for s in shards for i in s[key]] for key in _REPORT_KEYS}
     manifest.update(
@@ -324,15 +381,23 @@ def _finished_shard(root: Path, number: int, checksum: str) -> dict[str, Any] | 
     index_path = root / f"{name}.json"
     if not index_path.exists():
         return None
-    index = json.loads(index_path.read_text(encoding="utf-8"))
+    try:
+        index = json.loads(index_path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        index = None
+    if not isinstance(index, dict) or not isinstance(index.get("npy_sha256"), str):
+        log.warning("%s: damaged shard index; extracting the shard again", index_path)
+        return None
     if index.get("data_sha256") != checksum:
         raise StoreError(f"shard {number} was extracted from other sentences than the ones given now "
                          f"(data sha256 {index.get('data_sha256')} on disk, {checksum} now); use a new folder",
                          path=index_path)
-    npy = root / f"{name}.npy"
-    if not npy.exists() or file_sha256(npy) != index["npy_sha256"]:
-        log.warning("%s: damaged or missing %s; extracting the shard again", index_path, npy.name)
-        return None
+    npy, lines = root / f"{name}.npy", root / f"{name}.sentences.jsonl"
+    for path, intact in ((npy, lambda: file_sha256(npy) == index["npy_sha256"]),
+                         (lines, lambda: hashlib.sha256(lines.read_bytes()[:-1]).hexdigest() == checksum)):
+        if not path.is_file() or not intact():
+            log.warning("%s: damaged or missing %s; extracting the shard again", index_path, path.name)
+            return None
     return index
 
 
@@ -358,7 +423,7 @@ def _write_shard(extractor: AttentionExtractor, root: Path, number: int, chunk: 
         pending = next(produced, None)
     data = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.float16)
     npy = root / f"{name}.npy"
-    _write_atomic(npy, lambda handle: np.save(handle, data, allow_pickle=False), mode="wb")
+    _write_atomic(npy, lambda handle: _save_npy(handle, data), mode="wb")
     _write_atomic(root / f"{name}.sentences.jsonl", lambda handle: handle.write("\n".join(lines) + "\n"))
     report = {k: getattr(extractor.report, k)[before[k]:] for k in _REPORT_KEYS}
     index = {"name": name, "n_sentences": len(chunk), "n_stored": len(arrays), "data_sha256": checksum,
@@ -372,7 +437,10 @@ def _remove_stale(root: Path, n_shards: int) -> None:
     for path in root.glob("shard-*"):
         stem = path.name.split(".", 1)[0]
         if path.name.endswith(".tmp") or int(stem.split("-")[1]) >= n_shards:
-            path.unlink()
+            try:
+                path.unlink()
+            except OSError as exc:
+                raise WriteError.from_oserror(exc, path) from exc
 
 
 def _read_manifest(root: Path) -> dict[str, Any]:
@@ -389,6 +457,16 @@ def _read_manifest(root: Path) -> dict[str, Any]:
     return manifest
 
 
+def _read_finished(root: Path) -> dict[str, Any]:
+    """The manifest of the finished store at ``root``; StoreError when there is none, or it is unfinished."""
+    manifest = _read_manifest(root)
+    if not manifest.get("complete"):
+        raise StoreError("the store is incomplete (the extraction was interrupted); expected a finished "
+                         "store, run extract_to_store (or `probes extract`) again to resume it",
+                         path=root / _MANIFEST)
+    return manifest
+
+
 class AttentionStore:
     """A finished attention store, iterated as ``(Sentence, WordAttention)`` in corpus order.
 
@@ -400,15 +478,18 @@ class AttentionStore:
         info: what was recorded: extractor info (model, revision / weights hash, tokenizer,
             options), ``data_sha256``, ``source``/``source_sha256``, ``shard_size``, counts.
         report: ids of the skipped / truncated / windowed sentences, and their counts.
+
+    Every shard file must be present and every ``.npy`` of the size its header implies (checked here);
+    each shard's sha256 is checked the first time it is read (every shard here with ``verify=True``).
+
+    Raises:
+        StoreError: no store, or an unfinished one.
+        DamagedStoreError: a shard file is missing or not what ``probes extract`` recorded.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, verify: bool = False) -> None:
         self.path = Path(path)
-        manifest = _read_manifest(self.path)
-        if not manifest.get("complete"):
-            raise StoreError("the store is incomplete (the extraction was interrupted); expected a finished "
-                             "store, run extract_to_store (or `probes extract`) again to resume it",
-                             path=self.path / _MANIFEST)
+        manifest = _read_finished(self.path)
         self._manifest = manifest
         self.info: dict[str, Any] = {**manifest["info"], **{k: v for k, v in manifest.items()
                                                                if k not in ("info", "shards", "report")}}
@@ -416,6 +497,17 @@ class AttentionStore:
         info = manifest["info"]
         self.layers: tuple[int, ...] = tuple(info["layers"])
         self.heads: tuple[int, ...] = tuple(info["heads"])
+        check_sizes(self.path, manifest)
+        self._verified: set[str] = set()  # shards whose sha256 matched, checked once per store object
+        if verify:
+            for shard in manifest["shards"]:
+                self._verify(shard)
+
+    def _verify(self, shard: dict[str, Any]) -> None:
+        """Check one shard's files against the manifest, the first time only."""
+        if shard["name"] not in self._verified:
+            check_shard(self.path, self._manifest, shard)
+            self._verified.add(shard["name"])
 
     def __len__(self) -> int:
         return int(self._manifest["n_stored"])
@@ -428,27 +520,46 @@ class AttentionStore:
         for shard in self._manifest["shards"]:
             name = shard["name"]
             index_path = self.path / f"{name}.json"
+            self._verify(shard)
             try:
                 index = json.loads(index_path.read_text(encoding="utf-8"))
                 data = np.load(self.path / f"{name}.npy", mmap_mode="r")
             except (OSError, ValueError) as exc:
                 raise StoreError(f"cannot read shard {name}: {exc}", path=self.path) from exc
             with (self.path / f"{name}.sentences.jsonl").open(encoding="utf-8") as lines:
-                for number, (record, line) in enumerate(zip(index["records"], lines, strict=True), 1):
-                    if record.get("skipped"):
+                for entry, line in zip(index["records"], lines, strict=True):
+                    if entry.get("skipped"):
                         continue
-                    n, off = record["n"], record["offset"]
+                    n, off = entry["n"], entry["offset"]
                     size = n_layers * n_heads * n * n
                     if off + size > data.shape[0]:
                         raise StoreError(f"shard {name} is shorter than its index says; expected "
                                          f"{off + size} values, found {data.shape[0]}", path=index_path)
                     weights = np.array(data[off : off + size], dtype=np.float32).reshape(n_layers, n_heads, n, n)
                     yield _sentence_from_json(line), WordAttention(
-                        weights, np.asarray(record["is_special"], dtype=bool), self.layers, self.heads,
-                        record["meta"])
+                        weights, np.asarray(entry["is_special"], dtype=bool), self.layers, self.heads,
+                        entry["meta"])
             del data
 
 
-def open_store(path: str | os.PathLike[str]) -> AttentionStore:
-    """Open a finished attention store for streaming (see :class:`AttentionStore`)."""
-    return AttentionStore(path)
+def open_store(path: str | os.PathLike[str], *, verify: bool = False) -> AttentionStore:
+    """Open a finished attention store for streaming (see :class:`AttentionStore`).
+
+    Shard sizes are checked now, each shard's sha256 the first time it is read; ``verify=True`` checks
+    every shard's sha256 now (a read of the whole store).
+    """
+    return AttentionStore(path, verify=verify)
+
+
+def verify_store(path: str | os.PathLike[str]) -> Verification:
+    """Every damaged file of the finished store at ``path`` (``.damage`` empty: intact), by size and sha256.
+
+    Reads every shard once; unlike :func:`open_store` it lists all the damage instead of stopping at the first.
+
+    Raises:
+        StoreError: no store at ``path``, or an unfinished one.
+    """
+    root = Path(path)
+    manifest = _read_finished(root)
+    return Verification(root, manifest["info"], len(manifest["shards"]), int(manifest["n_sentences"]),
+                        tuple(damaged_shards(root, manifest)))

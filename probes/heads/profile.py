@@ -44,6 +44,9 @@ class RelationProfile(Result):
         selection_margin: ``(L, H)`` the margin on the selection data (what the choice maximised).
     """
 
+    #: Array shapes checked on load (probes.result_checks).
+    _shapes = {"accuracy": "layers heads", "margin": "layers heads", "selection_margin": "layers heads"}
+
     layers: tuple[int, ...]
     heads: tuple[int, ...]
     relation: tuple[str, ...]

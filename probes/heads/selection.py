@@ -44,6 +44,7 @@ from probes.errors import ConfigError
 from probes.heads.inference import CORRECTION, Correction, correct_rows, near_ties, p_from_z, paired_z
 from probes.heads.intervals import percentile_interval, resample_counts
 from probes.heads.naming import head_name
+from probes.results import saveable
 
 __all__ = ["LeaderboardRow", "leaderboard_rows", "listed_relations", "LEADERBOARD_COLUMNS", "SELECTION_MODES",
            "ROOT_NOTE", "table_correction", "tie_name"]
@@ -62,6 +63,7 @@ LEADERBOARD_COLUMNS: tuple[str, ...] = (
 )
 
 
+@saveable
 @dataclass(frozen=True)
 class LeaderboardRow:
     """One relation's best head, as reported. ``layer``/``head`` are 0-based; :meth:`as_dict` is 1-based.

@@ -55,6 +55,10 @@ class OnePerLayer(Result):
         loss_delta, loss_low, loss_high: ``(L,)`` mean loss change over sentences and its interval.
     """
 
+    #: Array shapes checked on load (probes.result_checks).
+    _shapes = {"kept": "layers", "values": "layers metrics", "base": "metrics", "loss_delta": "layers",
+               "loss_low": "layers", "loss_high": "layers"}
+
     layers: tuple[int, ...]
     heads: tuple[int, ...]
     kept: npt.NDArray[np.int64]
@@ -99,6 +103,9 @@ class PruningResult(Result):
             ``"mean"`` or ``"uniform"``.
         one_per_layer: Michel's one-head-per-layer experiment, when run.
     """
+
+    #: Array shapes checked on load (probes.result_checks).
+    _shapes = {"fractions": "S", "n_pruned": "S", "values": "curves S metrics", "order": "curves layers*heads"}
 
     layers: tuple[int, ...]
     heads: tuple[int, ...]

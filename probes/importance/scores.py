@@ -76,6 +76,10 @@ class ImportanceResult(Result):
             stationary objective, see :data:`GAUSS_NEWTON_RULE`).
     """
 
+    #: Array shapes checked on load (probes.result_checks).
+    _shapes = {"importance": "layers heads", "raw_importance": "layers heads", "loo_effect": "layers heads",
+               "loo_low": "layers heads", "loo_high": "layers heads"}
+
     layers: tuple[int, ...]
     heads: tuple[int, ...]
     objective: str

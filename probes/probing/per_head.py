@@ -240,6 +240,10 @@ class PerHeadScores(Result):
         n_unseen: words whose relation never occurred in training (scored in ``ALL`` only).
     """
 
+    #: Array shapes checked on load (probes.result_checks).
+    _shapes = {"counts": "relations", "correct": "relations L H", "floor_correct": "relations",
+               "argmax_correct": "relations 2 L H"}
+
     relations: list[str]
     counts: npt.NDArray[np.int64]
     correct: npt.NDArray[np.int64]

@@ -23,8 +23,9 @@ from probes.heads.intervals import bootstrap_ci
 from probes.heads.naming import INDEXING_NOTE, head_name
 from probes.heads.selection import SELECTION_MODES
 from probes.reports.inputs import inputs_lines
-from probes.reports.tables import format_p, markdown_table, text_table, write_csv, write_json
+from probes.reports.tables import format_p, markdown_table, md_heading, md_text, text_table, write_csv, write_json
 from probes.reports.writer import OutputFolder
+from probes.run_record import RunRecord
 
 __all__ = ["BASELINE_LABELS", "COLUMNS", "SELECTION_MODES", "SelectionInfo", "selection_info", "footer", "coref_tables", "bridging_tables", "head_rows", "coref_columns",
            "bridging_columns", "coref_panels", "bridging_panels", "BRIDGING_SCALES", "write_leaderboard", "write_heatmaps", "write_anaphora"]
@@ -87,14 +88,14 @@ class SelectionInfo:
                 f"reported on {self.reported_on}.")
 
 
-def selection_info(record: Mapping[str, Any], has_selection: bool) -> SelectionInfo:
+def selection_info(record: RunRecord, has_selection: bool) -> SelectionInfo:
     """The run's :class:`SelectionInfo` from its record (older records: separate with a selection, else same)."""
-    sel = record.get("selection")
-    if isinstance(sel, Mapping) and sel.get("mode") in SELECTION_MODES:
+    sel = record.selection
+    if sel.get("mode") in SELECTION_MODES:
         return SelectionInfo(str(sel["mode"]), str(sel.get("selected_on", "")), str(sel.get("reported_on", "")))
-    corpus = Path(str((record.get("options") or {}).get("corpus", "the data"))).name
+    corpus = Path(str(record.options.get("corpus", "the data"))).name
     if has_selection:
-        return SelectionInfo("separate", Path(str(record["options"].get("select_on"))).name, corpus)
+        return SelectionInfo("separate", Path(str(record.options.get("select_on"))).name, corpus)
     return SelectionInfo("same", corpus, corpus)
 
 
@@ -407,15 +408,15 @@ BRIDGING_SCALES = {"accuracy": ("argmax accuracy", *(f"accuracy, distance {b}" f
 
 
 # ---------------------------------------------------------------------------------- files
-def write_anaphora(folder: OutputFolder, run: Any) -> dict[str, Any]:
+def write_anaphora(folder: OutputFolder, run: Any) -> RunRecord:
     """Write a coreference or bridging run's files into ``folder``; the run record to write last.
 
     Files: ``{NAME}_leaderboard.{md,csv,json}``, ``scores.csv`` and (with ``folder.figures``) the heatmaps,
     ``NAME`` being ``coref`` or ``bridging``.
     """
     rows, md, _, correction = run.full_tables()
-    record = {**run.record, "selection": run.selection_info.as_dict(), "significance": correction.as_dict()}
-    inputs = inputs_lines(run.record.get("inputs", {}), limit=None)
+    record = run.record.updated(selection=run.selection_info.as_dict(), significance=correction.as_dict())
+    inputs = inputs_lines(run.record.inputs, limit=None)
     scope = "every document of the corpus (both halves)" if run.whole is not run.result else "the reported data"
     md = f"`scores.csv` and the heatmaps show every head on {scope}.\n\n{md}"
     folder.add_all(write_leaderboard(folder.root, run.NAME, title=run.title, cells=run.CELLS, rows=rows, md=md,
@@ -428,21 +429,22 @@ def write_anaphora(folder: OutputFolder, run: Any) -> dict[str, Any]:
 
 
 def write_leaderboard(out: Path, name: str, *, title: str, cells: str, rows: Rows, md: str,
-                      record: Mapping[str, Any], scores: Rows, inputs: Sequence[str] = ()) -> list[Path]:
+                      record: RunRecord, scores: Rows, inputs: Sequence[str] = ()) -> list[Path]:
     """Write ``{name}_leaderboard.{md,csv,json}`` (the JSON holds ``record`` too) and ``scores.csv`` to ``out``.
 
     ``inputs``: lines saying what happened to the inputs (windows analysed, skipped ... by id), listed first.
     """
     out.mkdir(parents=True, exist_ok=True)
-    intro = f"# {title}\n\n{INDEXING_NOTE}. Cells: {cells}, in % [95% bootstrap interval, resampling documents].\n\n"
+    intro = f"# {md_heading(title)}\n\n{INDEXING_NOTE}. Cells: {cells}, in % [95% bootstrap interval, resampling documents].\n\n"
     if inputs:
         intro += "Inputs (windows over the model's maximum are skipped; a truncated one is not analysed):\n\n"
-        intro += "".join(f"- {line}\n" for line in inputs) + "\n"
-    path = out / f"{name}_leaderboard.md"
-    path.write_text(intro + md, encoding="utf-8")
+        intro += "".join(f"- {md_text(line)}\n" for line in inputs) + "\n"
+    from probes.reports.atomic import write_text  # whole or not at all
+
+    path = write_text(out / f"{name}_leaderboard.md", intro + md)
     data = [{k: v for k, v in row.items() if not k.endswith("_cell")} for row in rows]  # display-only cells dropped
     return [path, write_csv(data, out / f"{name}_leaderboard.csv"),
-            write_json({"rows": data, "record": record}, out / f"{name}_leaderboard.json"),
+            write_json({"rows": data, "record": record.to_dict()}, out / f"{name}_leaderboard.json"),
             write_csv(scores, out / "scores.csv")]
 
 

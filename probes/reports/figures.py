@@ -6,7 +6,9 @@ with Pillow), which is what a leaderboard with dozens of relations needs.
 
 Every figure is written at :data:`DPI` (150) or more, in the format of its file's suffix
 (``.png``, ``.svg`` or ``.pdf``), with its whole title inside the image (long titles are
-wrapped, and matplotlib figures are saved with a tight bounding box).
+wrapped, and matplotlib figures are saved with a tight bounding box). Every file is written to a
+temporary name and renamed into place (:mod:`probes.reports.atomic`), so a stopped run never leaves a
+half-drawn figure under its final name.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ import numpy as np
 import numpy.typing as npt
 
 from probes.errors import InputError
+from probes.reports.atomic import atomic_path
 
-__all__ = ["preload", "HeatmapWriter", "head_heatmap", "overview_figure", "DPI"]
+__all__ = ["preload", "HeatmapWriter", "head_heatmap", "overview_figure", "figure_suffix", "DPI"]
 
 #: Resolution of every raster figure (dots per inch).
 DPI = 150
@@ -36,18 +39,23 @@ def _wrap(text: str, width_in: float, fontsize: float) -> str:
 
 
 def _save(fig: Any, path: str | Path, **kwargs: Any) -> Path:
-    """Save ``fig`` to ``path`` in the format of its suffix, at :data:`DPI`, nothing cut at the edges."""
+    """Save ``fig`` to ``path`` in the format of its suffix, at :data:`DPI`, nothing cut at the edges (whole or
+    not at all: through a temporary file, the format given explicitly)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix.lower() != ".png":
         kwargs.pop("pil_kwargs", None)
     if path.suffix.lower() == ".svg":
         kwargs["metadata"] = {"Date": None}  # reproducible files
     from matplotlib import rc_context
 
-    with rc_context({"svg.fonttype": "none", "pdf.fonttype": 42}):  # text stays text: searchable, editable
-        fig.savefig(path, dpi=DPI, bbox_inches="tight", pad_inches=0.08, **kwargs)
+    with rc_context({"svg.fonttype": "none", "pdf.fonttype": 42}), atomic_path(path) as tmp:  # text stays text
+        fig.savefig(tmp, format=figure_suffix(path), dpi=DPI, bbox_inches="tight", pad_inches=0.08, **kwargs)
     return path
+
+
+def figure_suffix(path: str | Path) -> str:
+    """The format of a figure file by its suffix (``png``, ``svg``, ``pdf`` ...), for ``savefig(format=...)``."""
+    return Path(path).suffix.lower().lstrip(".") or "png"
 
 
 def preload() -> None:
@@ -298,8 +306,8 @@ class HeatmapWriter:
             draw.rectangle(self._cell_box(*mark), outline=(255, 0, 0), width=2)
         draw.text(self._title_xy, title, font=self._title_font(title), fill=(0, 0, 0), anchor="mm")
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        image.save(path, format="PNG", compress_level=1, dpi=(self.dpi, self.dpi))
+        with atomic_path(path) as tmp:
+            image.save(tmp, format="PNG", compress_level=1, dpi=(self.dpi, self.dpi))
         return path
 
     def close(self) -> None:

@@ -33,5 +33,9 @@ def inputs_lines(inputs: Mapping[str, Mapping[str, Any]], *, limit: int | None =
                                   ("windowed", "run in windows, analysed"),
                                   ("cut", "cut to the words that fit, analysed")) if split.get(k)]
         most = f"over {split['max_tokens']} tokens" if split.get("max_tokens") else "over the model's maximum"
+        if split.get("over_budget"):  # some fit the model but not the attention-memory budget
+            budget = split.get("max_attention_mb")
+            most += f" or the attention budget ({budget:g} MB)" if budget else " or the attention budget"
+            parts.append(f"{len(split['over_budget'])} of them for the budget only: {_ids(split['over_budget'], limit)}")
         lines.append(text + (f"; {most}: " + "; ".join(parts) if parts else f"; none {most}"))
     return lines

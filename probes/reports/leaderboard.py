@@ -7,7 +7,7 @@ head scores; nothing runs a model, so a saved leaderboard can be written again.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,8 @@ from probes.analysis.split import SPLIT_RULE
 from probes.heads.selection import LEADERBOARD_COLUMNS, LeaderboardRow, table_correction
 from probes.reports.inputs import inputs_lines
 from probes.reports.writer import OutputFolder
-from probes.reports.tables import format_p, markdown_table, text_table, write_csv, write_json
+from probes.run_record import RunRecord
+from probes.reports.tables import format_p, markdown_table, md_heading, md_text, text_table, write_csv, write_json
 
 __all__ = ["format_leaderboard", "leaderboard_footer", "score_rows", "write_leaderboard", "TIMINGS_NOTE",
            "INTERVAL_NOTE", "selection_record"]
@@ -109,7 +110,7 @@ def _display_rows(rows: Sequence[LeaderboardRow]) -> list[dict[str, Any]]:
 
 
 def format_leaderboard(rows: Sequence[LeaderboardRow], fmt: str = "text", *,
-                       record: Mapping[str, Any] | None = None) -> str:
+                       record: RunRecord | None = None) -> str:
     """Rows as a terminal table (``text``) or GitHub Markdown (``markdown``); accuracies in percent.
 
     With ``record`` (the run record), the table is followed by its footer (:func:`leaderboard_footer`).
@@ -131,66 +132,69 @@ def selection_record(mode: str, selected_on: str, reported_on: str) -> dict[str,
     return out
 
 
-def _selection_sentence(record: Mapping[str, Any]) -> str:
+def _selection_sentence(record: RunRecord) -> str:
     """Where heads and baselines were chosen, and what that means for the numbers."""
-    selection = record.get("selection") or {}
-    rep = record.get("reported_on")
-    mode = selection.get("mode") or ("separate" if record.get("held_out_selection") else "same")
+    rep = record.reported_on
+    mode = record.selection.get("mode") or ("separate" if record.detail("held_out_selection") else "same")
     if mode == "split":
-        halves = record.get("halves") or {}
+        halves = record.detail("halves") or {}
         sizes = (f" ({halves['select']} and {halves['report']} sentences)" if {"select", "report"} <= set(halves)
                  else "")
         return (f"Selection (split): heads and baselines were chosen on one half of {rep} and are reported and "
                 f"tested on the other half{sizes}; {SPLIT_RULE}.")
     if mode == "separate":
-        return (f"Selection (separate): heads and baselines were selected on {record.get('selected_on')} and are "
+        return (f"Selection (separate): heads and baselines were selected on {record.detail('selected_on')} and are "
                 f"reported and tested on {rep}.")
     return (f"Selection (same, optimistic): heads and baselines were selected and reported on the same data ({rep}), "
             "as in Clark et al. (2019); accuracies and margins are optimistic and no row is tested (sig. n/a). "
             "Drop --select-on same for held-out selection.")
 
 
-def leaderboard_footer(rows: Sequence[LeaderboardRow], record: Mapping[str, Any]) -> list[str]:
+def leaderboard_footer(rows: Sequence[LeaderboardRow], record: RunRecord) -> list[str]:
     """The lines under a leaderboard: selection mode and names, intervals, test and correction, ties."""
     return [_selection_sentence(record), INTERVAL_NOTE + ".", table_correction(rows).footer(),
             "sig. = margin over the best baseline > 0 with Holm-adjusted p < 0.05. " + TIES_NOTE + "."]
 
 
-def _inputs_markdown(record: Mapping[str, Any]) -> list[str]:
+def _inputs_markdown(record: RunRecord) -> list[str]:
     """The "Inputs" paragraph: per split, sentences analysed and every one skipped, truncated or windowed, by id."""
-    lines = inputs_lines(record.get("inputs", {}), limit=None)
+    lines = inputs_lines(record.inputs, limit=None)
     return ["Inputs (a sentence over the model's maximum length, special tokens included, is skipped, truncated "
             "or run in windows, as `--on-long` says; a truncated one is given to no analysis):", "",
-            *(f"- {line}" for line in lines), ""] if lines else []
+            *(f"- {md_text(line)}" for line in lines), ""] if lines else []
 
 
-def _markdown(rows: Sequence[LeaderboardRow], record: Mapping[str, Any], overview: str | None) -> str:
+def _markdown(rows: Sequence[LeaderboardRow], record: RunRecord, overview: str | None) -> str:
     """``leaderboard.md``: title, how heads were selected, what the inputs were, what the numbers mean, the table."""
-    md = [f"# Head leaderboard: {record.get('model', 'model')} on {record.get('reported_on', 'data')}", "",
-          _selection_sentence(record), "", *_inputs_markdown(record),
+    md = [f"# Head leaderboard: {md_heading(record.detail('model', 'model'))} on "
+          f"{md_heading(record.detail('reported_on', 'data'))}", "", md_text(_selection_sentence(record)), "",
+          *_inputs_markdown(record),
           f"Accuracy: how often the head's most-attended other word is the gold head (Clark et al. 2019 §4.2); "
           f"{INDEXING_NOTE}. Baselines: fixed offset (Clark) or most frequent relative position (Voita), "
           "learned on the selection data; like heads, they never predict ROOT.", "",
-          format_leaderboard(rows, "markdown"), *("- " + line for line in leaderboard_footer(rows, record))]
+          format_leaderboard(rows, "markdown"), *("- " + md_text(line) for line in leaderboard_footer(rows, record))]
     if overview:
         md += ["", f"![overview]({overview})"]
     return "\n".join(md) + "\n"
 
 
-def write_leaderboard(folder: OutputFolder, board: Any) -> dict[str, Any]:
+def write_leaderboard(folder: OutputFolder, board: Any) -> RunRecord:
     """Write a :class:`~probes.runs.leaderboard.Leaderboard`'s files into ``folder``; the run record to write last.
 
     Files: each extra analysis' saved result (``analyses/NAME/``), ``leaderboard.{csv,json,md}``,
     ``scores.csv`` and (with ``folder.figures``) one heatmap per listed relation and the overview in
     ``figures/``. The record gains the time spent here (``timings.writing_s``) and the overhead over extraction.
     """
-    out, rows, record = folder.root, board.rows, dict(board.record)
-    folder.add_all(result.save(out / "analyses" / name) for name, result in board.analyses.items())
+    from probes.reports.names import safe_names
+
+    out, rows, record = folder.root, board.rows, RunRecord.of(board.record)
+    names = safe_names(board.analyses, usual=str)  # file-name safe, distinct; registered names unchanged
+    folder.add_all(result.save(folder.path(f"analyses/{names[name]}")) for name, result in board.analyses.items())
     dict_rows = [r.as_dict() for r in rows]
     csv_rows = [{**r, "tied_heads": "; ".join(r["tied_heads"])} for r in dict_rows]
     folder.add(write_csv(csv_rows, out / "leaderboard.csv", LEADERBOARD_COLUMNS))
     folder.add(write_json(
-        {"indexing": INDEXING_NOTE, "selection": record.get("selection"), "intervals": INTERVAL_NOTE,
+        {"indexing": INDEXING_NOTE, "selection": record.detail("selection"), "intervals": INTERVAL_NOTE,
          "significance": table_correction(rows).as_dict(), "rows": dict_rows}, out / "leaderboard.json"))
     score_table = score_rows(board.report, board.select)
     folder.add(write_csv(score_table, out / "scores.csv", list(score_table[0]) if score_table else ["relation"]))
@@ -200,32 +204,31 @@ def write_leaderboard(folder: OutputFolder, board: Any) -> dict[str, Any]:
         folder.add_all(figures.values())
         overview = f"figures/overview.{folder.figure_format}"
     folder.text("leaderboard.md", _markdown(rows, record, overview))
-    timings = dict(record.get("timings", {}))
-    timings["writing_s"] = folder.seconds()
+    timings = {**record.timings, "writing_s": folder.seconds()}
     if "extraction_s" in timings and "scoring_s" in timings:
         timings["overhead_fraction"] = ((timings["scoring_s"] + timings["writing_s"])
                                         / max(timings["extraction_s"], 1e-9))
         timings["note"] = TIMINGS_NOTE
-    record["timings"] = timings
-    record["indexing"] = INDEXING_NOTE
-    record.setdefault("significance", table_correction(rows).as_dict())
-    return record
+    significance = record.detail("significance") if record.has("significance") else table_correction(rows).as_dict()
+    return record.updated(timings=timings, indexing=INDEXING_NOTE, significance=significance)
 
 
 def _write_figures(rows: Sequence[LeaderboardRow], report: HeadScores, out: Path,
-                   record: Mapping[str, Any], fmt: str = "png") -> dict[str, Path]:
+                   record: RunRecord, fmt: str = "png") -> dict[str, Path]:
     """One heatmap per listed relation (its selected direction) and one overview figure, as ``fmt`` files;
     each names the model and the data."""
     from probes.reports.figures import HeatmapWriter, overview_figure
+    from probes.reports.names import safe_names
 
     acc = report.accuracy()  # (D, L, H, R)
-    data = record.get("reported_on", "")
-    selected = record.get("selected_on", data)
+    data = record.detail("reported_on", "")
+    selected = record.detail("selected_on", data)
     panels: dict[str, npt.NDArray[np.float64]] = {}
     subtitles = []
     paths: dict[str, Path] = {}
     model = _model_name(record)
     note = f"{model} on {data}; red box: head selected on {selected}"
+    names = safe_names(row.relation for row in rows)  # nmod:poss -> nmod_poss, * -> all; hostile ones hashed
     for row in rows:
         d = report.directions.index(row.direction)
         panels[row.relation] = acc[d, :, :, report.index(row.relation)]  # (L, H)
@@ -238,7 +241,7 @@ def _write_figures(rows: Sequence[LeaderboardRow], report: HeadScores, out: Path
                                subtitles=subtitles)
         with HeatmapWriter(acc.shape[1], acc.shape[2], note=note) as writer:
             for row in rows:
-                safe = row.relation.replace(":", "_").replace("*", "all")
+                safe = names[row.relation]
                 best_base = row.position_accuracy if row.best_baseline == "position" else row.baseline_accuracy
                 paths[f"figures/{safe}.{fmt}"] = writer.write(
                     panels[row.relation], out / "figures" / f"{safe}.{fmt}",
@@ -249,7 +252,7 @@ def _write_figures(rows: Sequence[LeaderboardRow], report: HeadScores, out: Path
     return paths
 
 
-def _model_name(record: Mapping[str, Any]) -> str:
+def _model_name(record: RunRecord) -> str:
     """The model as figures name it: its display name, else the last part of its path or hub name."""
-    name = str(record.get("model_name") or record.get("model") or "model")
+    name = str(record.detail("model_name") or record.detail("model") or "model")
     return name if "/" not in name or not Path(name).is_absolute() else Path(name).name

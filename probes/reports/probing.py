@@ -19,8 +19,9 @@ from probes.heads.inference import ALPHA, CORRECTION, Correction
 from probes.heads.intervals import bootstrap_ci
 from probes.heads.naming import DIRECTIONS, INDEXING_NOTE, head_name
 from probes.reports.inputs import inputs_lines
-from probes.reports.tables import format_p, markdown_table, text_table, write_csv, write_json
+from probes.reports.tables import format_p, markdown_table, md_text, text_table, write_csv, write_json
 from probes.reports.writer import OutputFolder
+from probes.run_record import RunRecord
 
 __all__ = ["PARSER_COLUMNS", "PER_HEAD_COLUMNS", "COMPARISON_COLUMNS", "selection_note", "write_parsers", "write_per_head", "per_head_figures", "write_probes", "comparison_correction",
            "attn_weight_figure", "label_rows", "write_label", "format_summary"]
@@ -84,9 +85,9 @@ def _seeds_note(seeds: Sequence[int]) -> str:
 
 
 def _write_text(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
+    from probes.reports.atomic import write_text  # whole or not at all
+
+    return write_text(path, text)
 
 
 def _inputs_note(inputs: Sequence[str]) -> str:
@@ -94,7 +95,7 @@ def _inputs_note(inputs: Sequence[str]) -> str:
     if not inputs:
         return ""
     return "\nInputs (a sentence over the model's maximum is skipped, or truncated and then not used):\n\n" + \
-        "".join(f"- {line}\n" for line in inputs)
+        "".join(f"- {md_text(line)}\n" for line in inputs)
 
 
 def write_parsers(rows: Sequence[Mapping[str, Any]], out_dir: Path, control: bool,
@@ -318,13 +319,13 @@ def _write_label(label: Any, out: Path, figures: bool, results: dict[str, Any],
     return paths
 
 
-def write_probes(folder: OutputFolder, run: Any) -> dict[str, Any]:
+def write_probes(folder: OutputFolder, run: Any) -> RunRecord:
     """Write a :class:`~probes.runs.probing.ProbeRun`'s tables and (with ``folder.figures``) heatmaps into
     ``folder``; the run record to write last."""
     out, figures = folder.root, folder.figures
-    results: dict[str, Any] = dict(run.record)
+    results: dict[str, Any] = RunRecord.of(run.record).to_dict()  # the record's fields, with the tables' added
     look = {"subject": run.subject(), "fmt": folder.figure_format}
-    inputs = inputs_lines(run.record.get("inputs", {}), limit=None)
+    inputs = inputs_lines(RunRecord.of(run.record).inputs, limit=None)
     seeds = {"seeds": list(run.seeds)}
     if run.parsers:
         results["parsers"] = run.parser_rows()
@@ -349,4 +350,4 @@ def write_probes(folder: OutputFolder, run: Any) -> dict[str, Any]:
     results["selection"] = dict(run.selection)
     results["significance"] = run.significance()
     results["timings"] = {**run.facts["timings"], "writing_s": folder.seconds()}
-    return results
+    return RunRecord.of(results)

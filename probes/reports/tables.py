@@ -13,7 +13,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["write_csv", "write_json", "markdown_table", "text_table", "format_value", "format_p"]
+from probes.reports.escape import md_cell, md_heading, md_text
+
+__all__ = ["write_csv", "write_json", "markdown_table", "text_table", "format_value", "format_p", "md_cell",
+           "md_heading", "md_text"]
 
 
 def format_value(value: Any, *, percent: bool = False) -> str:
@@ -40,10 +43,11 @@ def write_csv(rows: Sequence[Mapping[str, Any]], path: str | Path, columns: Sequ
     Default columns: every key of any row, in order of first appearance (rows of several kinds,
     e.g. baselines and tested heads, share one file; a key a row lacks is an empty cell).
     """
+    from probes.reports.atomic import atomic_open
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     columns = list(columns or dict.fromkeys(k for row in rows for k in row))
-    with path.open("w", newline="", encoding="utf-8") as fh:
+    with atomic_open(path, "w", newline="", encoding="utf-8") as fh:  # whole or not at all
         writer = csv.writer(fh)
         writer.writerow(columns)
         writer.writerows([_csv_cell(row.get(k)) for k in columns] for row in rows)
@@ -59,21 +63,25 @@ def _csv_cell(value: Any) -> Any:
 
 def write_json(obj: Any, path: str | Path) -> Path:
     """Write ``obj`` as indented JSON (NaN written as null)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(_clean(obj), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    return path
+    from probes.reports.atomic import write_text
+
+    return write_text(Path(path), json.dumps(_clean(obj), indent=2, ensure_ascii=False) + "\n")  # whole or not at all
 
 
 def markdown_table(
     rows: Sequence[Mapping[str, Any]], columns: Sequence[str], *, headers: Sequence[str] | None = None,
-    percent: Sequence[str] = (),
+    percent: Sequence[str] = (), escape: bool = True,
 ) -> str:
-    """A GitHub Markdown table of ``rows``; columns in ``percent`` are shown as percentages."""
-    headers = list(headers or columns)
+    """A GitHub Markdown table of ``rows``; columns in ``percent`` are shown as percentages.
+
+    Headers and cells are plain text, escaped by :func:`~probes.reports.escape.md_cell` (a ``|``, raw HTML or a
+    line break in a word, id or label stays inside its cell as text; ordinary text is unchanged). With
+    ``escape=False`` they are Markdown already made safe by the caller (e.g. a link built from data)."""
+    cell = md_cell if escape else str
+    headers = [cell(h) for h in (headers or columns)]
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     for row in rows:
-        cells = [format_value(row.get(c), percent=c in percent) for c in columns]
+        cells = [cell(format_value(row.get(c), percent=c in percent)) for c in columns]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -4,30 +4,40 @@ Every command's ``write`` goes through it, so every output folder is made the sa
 
 1. the figure format is checked (``png``, ``svg`` or ``pdf``) before anything is written;
 2. under ``torchrun`` only rank 0 writes to the folder asked for (other ranks write a scratch copy);
-3. a folder holding anything but a previous output of the same command is refused (``--overwrite``);
-   a previous output of the same command is replaced, its listed files removed first;
-4. the command's report writer adds its files through an :class:`OutputFolder`;
-5. ``run.json`` is written last, listing every file of the run, itself included.
+3. the folder is claimed (:mod:`probes.reports.outdir`): locked against a second run, checked writable, and
+   refused when it holds anything but a previous (or unfinished) output of the same command
+   (``--overwrite``); a previous output of the same command is replaced, its listed files removed first;
+4. the command's report writer adds its files through an :class:`OutputFolder`: every name checked safe
+   (names made from data go through :func:`probes.reports.names.safe_name`), every path checked to stay
+   inside the folder, every file written to a temporary name and renamed into place
+   (:mod:`probes.reports.atomic`);
+5. ``run.json`` is written last, listing every file of the run, itself included: the mark of a finished run.
 
 The paths written come back keyed by their path relative to the folder (``figures/overview.png``).
 """
 
 from __future__ import annotations
 
-import json
 import logging
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from probes.errors import ConfigError
+from probes.errors import ConfigError, WriteError
 from probes.heads.naming import INDEXING_NOTE
+from probes.reports import atomic
+from probes.reports.names import check_name, inside
+from probes.reports.outdir import (check_out_dir, check_writable, lock_out_dir, out_dir_content, prepare_out_dir,
+                                   release_out_dir)
 from probes.reports.tables import write_json
+from probes.run_record import RunRecord
 from probes.world import World
 
 __all__ = ["OutputFolder", "write_output", "FIGURE_FORMATS", "check_figure_format", "check_out_dir",
-           "prepare_out_dir", "rank_out_dir", "write_record"]
+           "prepare_out_dir", "rank_out_dir", "write_record", "check_writable", "lock_out_dir", "release_out_dir",
+           "out_dir_content"]
 
 log = logging.getLogger("probes")
 
@@ -35,7 +45,7 @@ log = logging.getLogger("probes")
 FIGURE_FORMATS: tuple[str, ...] = ("png", "svg", "pdf")
 
 #: A command's report writer: adds its files to the folder and returns the run record to write.
-ReportWriter = Callable[["OutputFolder"], Mapping[str, Any]]
+ReportWriter = Callable[["OutputFolder"], RunRecord]
 
 
 def check_figure_format(figure_format: str) -> str:
@@ -64,17 +74,22 @@ class OutputFolder:
         self._t0 = time.perf_counter()
 
     def path(self, name: str) -> Path:
-        """Where the file ``name`` (relative, ``/``-separated, inside the folder) goes; its folder is made."""
-        relative = PurePosixPath(name)
-        if relative.is_absolute() or ".." in relative.parts or not relative.parts:
-            raise ConfigError(f"{self.root}: output file name {name!r} must be a relative path inside the folder")
-        path = self.root.joinpath(*relative.parts)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        """Where the file ``name`` goes: relative, ``/``-separated, every part a safe file name
+        (:func:`~probes.reports.names.check_name`), inside the folder once resolved; its folder is made."""
+        check_name(name)
+        path = self.root.joinpath(*PurePosixPath(name).parts)
+        inside(self.root, path, label=name)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise WriteError.from_oserror(exc, path.parent) from exc
         return path
 
     def add(self, *paths: Path) -> None:
-        """Record files written into the folder (by any writer), keyed by their relative path."""
+        """Record files written into the folder (by any writer), keyed by their relative path; a ConfigError
+        for a path outside the folder."""
         for path in paths:
+            inside(self.root, path)
             self.files[self._key(path)] = path
 
     def add_all(self, paths: Iterable[Path]) -> None:
@@ -83,12 +98,13 @@ class OutputFolder:
 
     def list_only(self, *paths: Path) -> None:
         """Files (or folders) that ``run.json`` lists but the returned paths leave out (a saved result's files)."""
+        for path in paths:
+            inside(self.root, path)
         self._listed.extend(paths)
 
     def text(self, name: str, text: str) -> Path:
-        """Write ``text`` (UTF-8) to ``name`` and add it."""
-        path = self.path(name)
-        path.write_text(text, encoding="utf-8")
+        """Write ``text`` (UTF-8) to ``name`` (whole or not at all) and add it."""
+        path = atomic.write_text(self.path(name), text)
         self.add(path)
         return path
 
@@ -129,16 +145,21 @@ def write_output(out_dir: str | Path, command: str | None, write: ReportWriter, 
     """
     check_figure_format(figure_format)
     out_dir, figures = rank_out_dir(out_dir, figures)  # under torchrun only rank 0 writes to out_dir
-    out = Path(out_dir) if own_folder else prepare_out_dir(out_dir, command, overwrite=overwrite)
-    out.mkdir(parents=True, exist_ok=True)
-    folder = OutputFolder(out, figures=figures, figure_format=figure_format)
-    record = write(folder)
-    folder.files["run.json"] = (write_json(record, out / "run.json") if own_folder
-                                else write_record(record, out, folder.listed()))
+    out = lock_out_dir(out_dir, command) if own_folder else prepare_out_dir(out_dir, command, overwrite=overwrite)
+    finished = False
+    try:
+        with atomic.output_root(out):
+            folder = OutputFolder(out, figures=figures, figure_format=figure_format)
+            record = write(folder)
+            folder.files["run.json"] = (write_json(RunRecord.of(record).to_dict(), out / "run.json") if own_folder
+                                        else write_record(record, out, folder.listed()))
+        finished = True
+    finally:
+        release_out_dir(out, finished=finished)
     return folder.files
 
 
-def write_record(record: Mapping[str, Any], out_dir: str | Path, files: Iterable[str | Path] = ()) -> Path:
+def write_record(record: RunRecord | Mapping[str, Any], out_dir: str | Path, files: Iterable[str | Path] = ()) -> Path:
     """Write ``record`` to ``out_dir/run.json``, with the indexing note and the run's ``files``.
 
     ``files`` are the other paths the run wrote (absolute or relative to ``out_dir``);
@@ -146,8 +167,9 @@ def write_record(record: Mapping[str, Any], out_dir: str | Path, files: Iterable
     """
     out = Path(out_dir)
     names = sorted(_relative(Path(p), out) for p in files)
-    full = {**record, "indexing": record.get("indexing", INDEXING_NOTE), "files": names + ["run.json"]}
-    return write_json(full, out / "run.json")
+    record = RunRecord.of(record)
+    full = record.updated(indexing=record.detail("indexing", INDEXING_NOTE), files=names + ["run.json"])
+    return write_json(full.to_dict(), out / "run.json")
 
 
 def _relative(path: Path, out: Path) -> str:
@@ -156,47 +178,6 @@ def _relative(path: Path, out: Path) -> str:
 
 
 # ---------------------------------------------------------------------------------- output folders
-def check_out_dir(out_dir: str | Path, command: str | None, *, overwrite: bool = False) -> dict[str, Any] | None:
-    """Refuse, before any work, an output folder that :func:`prepare_out_dir` would refuse.
-
-    Returns the ``run.json`` record of a previous output of the same ``command`` found there (to be
-    replaced), else None. Nothing is written or removed.
-    """
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"{out}: output folder expected, found a file")
-    if not out.exists() or not any(out.iterdir()):
-        return None
-    previous = _previous_record(out)
-    found = previous.get("command") if previous is not None else None
-    if not ((command is not None and found == command) or overwrite):
-        what = f"the output of {found!r}" if previous is not None else "other files"
-        raise ConfigError(f"{out}: output folder is not empty (it holds {what}); choose another folder "
-                          "or pass --overwrite (overwrite=True) to write into it")
-    return previous
-
-
-def prepare_out_dir(out_dir: str | Path, command: str | None, *, overwrite: bool = False) -> Path:
-    """Make ``out_dir`` ready for a run's files, refusing to overwrite other files silently.
-
-    An empty or missing folder is fine. A folder holding a previous output of the same ``command``
-    (its ``run.json`` says so) is replaced, with a warning: the files that ``run.json`` lists are
-    removed first, so no stale file of the old run stays behind. Any other non-empty folder is
-    refused with a :class:`ConfigError` naming it and ``--overwrite``, unless ``overwrite`` (then
-    files are written over, others left alone).
-    """
-    out = Path(out_dir)
-    previous = check_out_dir(out, command, overwrite=overwrite)
-    out.mkdir(parents=True, exist_ok=True)
-    if previous is not None:
-        log.warning("replacing the previous output of %r in %s", previous.get("command"), out)
-        for name in previous.get("files", []):
-            old = (out / str(name)).resolve()
-            if old.is_file() and old.is_relative_to(out.resolve()):
-                old.unlink()
-    return out
-
-
 def rank_out_dir(out_dir: str | Path, figures: bool = True) -> tuple[Path, bool]:
     """Where this process writes a run's files: ``(out_dir, figures)`` on rank 0 (or in one process).
 
@@ -204,21 +185,19 @@ def rank_out_dir(out_dir: str | Path, figures: bool = True) -> tuple[Path, bool]
     another rank writes its copy, without figures, to a temporary folder removed when it exits, so that
     code reading the written files runs unchanged on every rank.
     """
-    if World.current().is_main:
+    if "torch.distributed" not in sys.modules or World.current().is_main:  # no process group without it
         return Path(out_dir), figures
+    if any(Path(out_dir).is_relative_to(s) for s in _SCRATCH):  # a nested write (the atlas' leaderboard/)
+        return Path(out_dir), False
     import atexit
     import shutil
     import tempfile
 
     scratch = Path(tempfile.mkdtemp(prefix="probes-rank-"))
+    _SCRATCH.append(scratch)
     atexit.register(shutil.rmtree, scratch, ignore_errors=True)
     return scratch / "out", False
 
 
-def _previous_record(out: Path) -> dict[str, Any] | None:
-    """The ``run.json`` of a previous run in ``out``, if any (None when absent or unreadable)."""
-    try:
-        record = json.loads((out / "run.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return record if isinstance(record, dict) else None
+#: This process' scratch folders from :func:`rank_out_dir` (a folder inside one is this rank's already).
+_SCRATCH: list[Path] = []

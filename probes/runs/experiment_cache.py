@@ -48,11 +48,12 @@ def unit_key(inputs: Mapping[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class SavedUnit:
-    """A finished unit on disk: its folder (relative to the run folder), key, record and whether it was re-used."""
+    """A finished unit on disk: its folder (relative to the run folder), key, its unit file's entry (key, names,
+    inputs, seconds, when it finished) and whether it was re-used."""
 
     folder: str
     key: str
-    record: dict[str, Any]
+    entry: dict[str, Any]
     reused: bool
 
 
@@ -72,12 +73,12 @@ class UnitStore:
         """The saved unit if it is finished and its key is ``key``; None otherwise (missing, stale, unreadable)."""
         folder = self.folder(analysis, model, data)
         try:
-            record = json.loads((folder / UNIT_FILE).read_text(encoding="utf-8"))
+            entry = json.loads((folder / UNIT_FILE).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
-        if record.get("key") != key or not (folder / "result" / "result.json").is_file():
+        if not isinstance(entry, dict) or entry.get("key") != key or not (folder / "result" / "result.json").is_file():
             return None
-        return SavedUnit(self.relative(folder), key, record, True)
+        return SavedUnit(self.relative(folder), key, entry, True)
 
     def load(self, folder: str) -> Any:
         """The result object saved in the unit ``folder`` (relative to the run folder)."""
@@ -95,15 +96,15 @@ class UnitStore:
             result.save(tmp / "result")
             if report and hasattr(result, "write"):
                 result.write(tmp / "report")
-            record = {"key": key, "analysis": analysis, "model": model, "data": data, "inputs": _plain(inputs),
+            entry = {"key": key, "analysis": analysis, "model": model, "data": data, "inputs": _plain(inputs),
                       "seconds": round(seconds, 3), "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-            (tmp / UNIT_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+            (tmp / UNIT_FILE).write_text(json.dumps(entry, indent=2) + "\n", encoding="utf-8")
             if folder.exists():
                 shutil.rmtree(folder)
             os.replace(tmp, folder)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        return SavedUnit(self.relative(folder), key, record, False)
+        return SavedUnit(self.relative(folder), key, entry, False)
 
     def clean(self) -> int:
         """Remove temporary folders left by an interrupted run; how many."""

@@ -20,44 +20,31 @@ An experiment file has four tables::
 Paths may name environment variables as ``${NAME}`` or ``${NAME:-default}`` (for instance
 ``${PROBES_DATA:-data}/ud-english-ewt/en_ewt-ud-test.conllu``), and a data value may be a list of places, the
 first that exists winning (a local copy, then a registry name: ``["${PROBES_DATA:-data}/x.conllu",
-"ud:en_ewt:test"]``); relative paths are read from the current directory, as on the command line. Every mistake is a :class:`~probes.errors.ConfigError` naming the
-file, the line and what was expected.
+"ud:en_ewt:test"]``); relative paths are read from the current directory, as on the command line.
+
+The whole file is checked against one schema first (:mod:`probes.runs.experiment_schema`: types, ranges and
+names, with the command line's rules for the analyses' options), so every mistake is a
+:class:`~probes.errors.ConfigError` naming the file, the line, what was expected and what was found, before
+any model loads.
 """
 
 from __future__ import annotations
 
-import inspect
+import contextlib
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from probes.errors import ConfigError
-from probes.runs.config import _line_of, read_toml
+from probes.runs.config import read_toml
+from probes.runs.experiment_schema import DATA_KEYS, KINDS, Locator, check_experiment
 
 __all__ = ["ModelSpec", "DataSpec", "AnalysisSpec", "Experiment", "KINDS", "read_experiment", "expand_env",
            "analysis_function"]
 
-#: Analysis kinds -> (library function "module:name", the data role the kind runs on).
-KINDS: dict[str, tuple[str, str]] = {
-    "leaderboard": ("probes.runs.leaderboard:leaderboard", "treebank"),
-    "baselines": ("probes.runs.leaderboard:leaderboard", "treebank"),
-    "atlas": ("probes.runs.atlas:atlas", "treebank"),
-    "coreference": ("probes.runs.coreference:coreference", "corpus"),
-    "bridging": ("probes.runs.coreference:bridging", "corpus"),
-    "probe": ("probes.runs.probing:probe", "train"),
-    "importance": ("probes.runs.importance:importance", "treebank"),
-    "prune": ("probes.runs.importance:prune", "treebank"),
-}
-#: Arguments the experiment fills in from its models and data: never options of an analysis table.
-_MANAGED = frozenset({"model", "treebank", "corpus", "select_on", "train_data", "eval_data", "train_store",
-                      "eval_store", "select_store", "store", "name", "select_name", "progress", "record"})
-_EXPERIMENT_KEYS = frozenset({"name", "title", "description", "out", "seed_questions", "n_resamples", "tolerance",
-                              "seed", "unit_reports"})
-_DATA_KEYS = ("treebank", "select_on", "corpus", "corpus_select_on", "train")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _ENV = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))?\}")
 
 
@@ -91,8 +78,8 @@ class DataSpec:
     train: str | None = None
 
     def given(self) -> dict[str, str]:
-        """Every spec the file gives, by key (:data:`_DATA_KEYS` order)."""
-        return {k: v for k in _DATA_KEYS if (v := getattr(self, k)) is not None}
+        """Every spec the file gives, by key (:data:`~probes.runs.experiment_schema.DATA_KEYS` order)."""
+        return {k: v for k in DATA_KEYS if (v := getattr(self, k)) is not None}
 
     def role(self, role: str) -> str | None:
         """The spec a kind runs on: ``treebank``, ``corpus`` (falls back to the treebank) or ``train``."""
@@ -162,7 +149,7 @@ def expand_env(text: str, *, where: str = "value") -> str:
             return value
         if match.group("default") is not None:
             return match.group("default")
-        raise ConfigError(f"{where}: environment variable {match.group('name')} is not set "
+        raise ConfigError(f"{where + ': ' if where else ''}environment variable {match.group('name')} is not set "
                           f"(write ${{{match.group('name')}:-default}} to give a default)")
 
     return _ENV.sub(replace, text)
@@ -176,172 +163,102 @@ def analysis_function(kind: str) -> Callable[..., Any]:
     return getattr(importlib.import_module(module), name)
 
 
-class _Reader:
-    """Checks one file's tables; every error names the file and the line of the key."""
+class _Builder:
+    """Builds the specs of a file that :func:`~probes.runs.experiment_schema.check_experiment` accepted:
+    environment variables expanded, random-init twins parsed, the first existing place of each data value
+    chosen; a mistake found here too names the file and the line."""
 
     def __init__(self, path: Path, text: str) -> None:
-        self.path, self.text = path, text
+        self.path, self.loc = path, Locator(path, text)
 
-    def fail(self, message: str, key: str | None = None, *, section: str | None = None) -> ConfigError:
-        """An error at ``key``'s line (the first after the ``[section]`` header when one is given)."""
-        return ConfigError(message, path=self.path, line=None if key is None else self.line(key, section))
+    @contextlib.contextmanager
+    def at(self, *where: str) -> Iterator[None]:
+        """Give a ConfigError raised inside (naming no file) the file and the line of ``where``."""
+        try:
+            yield
+        except ConfigError as exc:
+            if exc.path is not None:
+                raise
+            raise self.loc.fail(where, exc.reason) from None
 
-    def line(self, key: str, section: str | None) -> int | None:
-        if section is None:
-            return _line_of(self.text, key)
-        header = re.compile(rf"^\s*\[\s*{re.escape(section)}\s*\]")
-        lines = self.text.splitlines()
-        start = next((i for i, line in enumerate(lines) if header.match(line)), None)
-        if start is None:
-            return _line_of(self.text, key)
-        found = _line_of("\n".join(lines[start + 1:]), key)
-        return start + 1 if found is None else start + 1 + found
+    def expand(self, text: str, *where: str) -> str:
+        with self.at(*where):
+            return expand_env(text, where="")
 
-    def table(self, data: Mapping[str, Any], name: str, *, required: bool = True) -> dict[str, Any]:
-        value = data.get(name, {})
-        if not isinstance(value, Mapping) or (required and not value):
-            raise self.fail(f"expected a [{name}] table with at least one entry, found "
-                            f"{'none' if not value else type(value).__name__}")
-        return dict(value)
-
-    def name(self, name: str, what: str) -> str:
-        if not _NAME.match(name):
-            raise self.fail(f"{what} name {name!r}: expected letters, digits, '-', '_' or '.', starting with a "
-                            "letter or digit (it names folders)", name)
-        return name
-
-    def models(self, table: Mapping[str, Any]) -> tuple[ModelSpec, ...]:
+    def models(self, table: Mapping[str, str]) -> tuple[ModelSpec, ...]:
         from probes.extraction.random_init import is_random_init, parse_random_init
 
         out = []
-        for name, spec in table.items():
-            self.name(name, "model")
-            if not isinstance(spec, str) or not spec:
-                raise self.fail(f"model {name!r}: expected a model name (folder, package:NAME, hub name or "
-                                f"random-init:BASE@SEED), found {spec!r}", name)
-            spec = expand_env(spec, where=f"{self.path}: model {name!r}")
+        for name, given in table.items():
+            spec = self.expand(given, "models", name)
             if is_random_init(spec):
-                base, seed = parse_random_init(spec)
+                with self.at("models", name):
+                    base, seed = parse_random_init(spec)
                 out.append(ModelSpec(name, spec, "random-init", base, seed))
             else:
                 out.append(ModelSpec(name, spec, "trained", spec))
         return tuple(out)
 
-    def data(self, table: Mapping[str, Any]) -> tuple[DataSpec, ...]:
-        out = []
-        for name, entry in table.items():
-            self.name(name, "data")
-            if not isinstance(entry, Mapping):
-                raise self.fail(f"data {name!r}: expected a table ([data.{name}]) with keys "
-                                f"{', '.join(_DATA_KEYS)}, found {entry!r}", name)
-            unknown = [k for k in entry if k.replace("-", "_") not in _DATA_KEYS]
-            if unknown:
-                raise self.fail(f"data {name!r}: unknown key {unknown[0]!r}; expected one of {', '.join(_DATA_KEYS)}",
-                                unknown[0], section=f"data.{name}")
-            values = {k.replace("-", "_"): self.location(name, k, v) for k, v in entry.items()}
-            if not values.get("treebank") and not values.get("corpus"):
-                raise self.fail(f"data {name!r}: expected a treebank or a corpus", section=f"data.{name}",
-                                key=next(iter(entry), name))
-            out.append(DataSpec(name, **values))
-        return tuple(out)
+    def data(self, table: Mapping[str, Mapping[str, Any]]) -> tuple[DataSpec, ...]:
+        return tuple(DataSpec(name, **{k.replace("-", "_"): self.location(name, k, v) for k, v in entry.items()})
+                     for name, entry in table.items())
 
-    def location(self, name: str, key: str, value: Any) -> str:
+    def location(self, name: str, key: str, value: str | list[str]) -> str:
         """A data value: a file or treebank name, or a list of them, the first that exists winning (a local copy
         first, then a registry name that is fetched or found in the cache)."""
         options = [value] if isinstance(value, str) else value
-        if not isinstance(options, list) or not options or not all(isinstance(v, str) and v for v in options):
-            raise self.fail(f"data {name!r}: {key} must be a file or treebank name (or a list of them, the first "
-                            f"that exists winning), found {value!r}", key, section=f"data.{name}")
-        expanded = [expand_env(v, where=f"{self.path}: data {name!r} {key}") for v in options]
+        expanded = [self.expand(v, "data", name, key) for v in options]
         for candidate in expanded:
             if candidate.startswith(("ud:", "sample:")) or Path(candidate).is_file():
                 return candidate
         if len(expanded) == 1:
             return expanded[0]  # reported by the reader that opens it, with its own message
-        raise self.fail(f"data {name!r}: {key}: none of {', '.join(expanded)} exists", key, section=f"data.{name}")
+        raise self.loc.fail(("data", name, key), f"none of {', '.join(expanded)} exists")
 
-    def analyses(self, table: Mapping[str, Any], models: tuple[ModelSpec, ...], data: tuple[DataSpec, ...]
-                 ) -> tuple[AnalysisSpec, ...]:
-        return tuple(self.analysis(name, entry, models, data) for name, entry in table.items())
+    def analyses(self, table: Mapping[str, Mapping[str, Any]], models: Sequence[ModelSpec],
+                 data: Sequence[DataSpec]) -> tuple[AnalysisSpec, ...]:
+        out = []
+        for name, entry in table.items():
+            options = {k.replace("-", "_"): v for k, v in entry.items()}
+            kind = options.pop("kind", name)
+            chosen_models = _names(options.pop("models", None), [m.name for m in models])
+            given = options.pop("data", None)
+            fitting = [d.name for d in data if d.role(KINDS[kind][1])]
+            chosen_data = _names(given, fitting)  # default: every dataset this kind can run on
+            out.append(AnalysisSpec(name, kind, chosen_models, chosen_data, options))
+        return tuple(out)
 
-    def analysis(self, name: str, entry: Any, models: tuple[ModelSpec, ...], data: tuple[DataSpec, ...]
-                 ) -> AnalysisSpec:
-        self.name(name, "analysis")
-        if not isinstance(entry, Mapping):
-            raise self.fail(f"analysis {name!r}: expected a table [analyses.{name}], found {entry!r}", name)
-        entry = {k.replace("-", "_"): v for k, v in entry.items()}
-        kind = entry.pop("kind", name)
-        if kind not in KINDS:
-            raise self.fail(f"analysis {name!r}: unknown kind {kind!r}; expected one of {', '.join(KINDS)}", "kind",
-                            section=f"analyses.{name}")
-        where = f"analyses.{name}"
-        chosen_models = self.names(entry.pop("models", None), [m.name for m in models], f"analysis {name!r} models",
-                                   where)
-        role = KINDS[kind][1]
-        fitting = [d.name for d in data if d.role(role)]
-        given = entry.pop("data", None)
-        chosen_data = self.names(given, [d.name for d in data], f"analysis {name!r} data", where)
-        if given is None:  # every dataset this kind can run on
-            chosen_data = tuple(d for d in chosen_data if d in fitting)
-        for d in chosen_data:
-            if d not in fitting:
-                raise self.fail(f"analysis {name!r}: data {d!r} has no {role} (a {kind} runs on one)", "data",
-                                section=where)
-        allowed = set(inspect.signature(analysis_function(kind)).parameters) - _MANAGED
-        for key in entry:
-            if key not in allowed:
-                raise self.fail(f"analysis {name!r}: unknown option {key!r} for {kind}; expected one of "
-                                f"{', '.join(sorted(allowed))}", key, section=where)
-        return AnalysisSpec(name, kind, chosen_models, chosen_data, dict(entry))
 
-    def names(self, value: Any, known: list[str], what: str, section: str) -> tuple[str, ...]:
-        if value is None:
-            return tuple(known)
-        key = what.rsplit(" ", 1)[-1]
-        value = [value] if isinstance(value, str) else value
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise self.fail(f"{what}: expected a name or a list of names, found {value!r}", key, section=section)
-        for v in value:
-            if v not in known:
-                raise self.fail(f"{what}: unknown name {v!r}; expected one of {', '.join(known)}", key,
-                                section=section)
-        return tuple(value)
+def _names(value: str | list[str] | None, default: list[str]) -> tuple[str, ...]:
+    if value is None:
+        return tuple(default)
+    return (value,) if isinstance(value, str) else tuple(value)
 
 
 def read_experiment(path: str | Path) -> Experiment:
     """Read and check the experiment file ``path`` (nothing is loaded or run).
 
+    The whole file is checked against the schema (:mod:`probes.runs.experiment_schema`: every key, type and
+    range, the command line's rules for the analyses' options, the models and data each analysis names)
+    before anything is built, so a bad value stops ``probes run`` before any model loads.
+
     Raises:
-        ConfigError: the file is missing, not TOML, or holds an unknown table, key, name or kind.
+        ConfigError: the file is missing or not TOML, or holds an unknown table, key, name or kind, or a value
+            of the wrong type or out of range; the message names the file, the line and what was expected.
     """
     path = Path(path)
     text, raw = read_toml(path, "experiment file")
-    reader = _Reader(path, text)
-    unknown = [k for k in raw if k not in ("experiment", "models", "data", "analyses")]
-    if unknown:
-        raise reader.fail(f"unknown table {unknown[0]!r}; expected experiment, models, data, analyses", unknown[0])
-    head = {k.replace("-", "_"): v for k, v in reader.table(raw, "experiment", required=False).items()}
-    bad = [k for k in head if k not in _EXPERIMENT_KEYS]
-    if bad:
-        raise reader.fail(f"[experiment]: unknown key {bad[0]!r}; expected one of {', '.join(sorted(_EXPERIMENT_KEYS))}",
-                          bad[0])
-    models = reader.models(reader.table(raw, "models"))
-    data = reader.data(reader.table(raw, "data"))
-    analyses = reader.analyses(reader.table(raw, "analyses"), models, data)
-    name = reader.name(str(head.get("name", path.stem)), "experiment")
+    check_experiment(path, text, raw)
+    build = _Builder(path, text)
+    head = {k.replace("-", "_"): v for k, v in raw.get("experiment", {}).items()}
+    name = head.get("name", path.stem)
+    build.loc.name(("experiment", "name") if "name" in head else (), name, "experiment")
+    models = build.models(raw["models"])
+    data = build.data(raw["data"])
+    out = build.expand(head.get("out", f"runs/{name}"), "experiment", "out")
     return Experiment(
-        name=name, file=str(path), title=str(head.get("title", name)), description=str(head.get("description", "")),
-        out=expand_env(str(head.get("out", f"runs/{name}"))), models=models, data=data, analyses=analyses,
-        seed_questions=_typed(reader, head, "seed_questions", bool, False),
-        n_resamples=_typed(reader, head, "n_resamples", int, 1000), tolerance=_typed(reader, head, "tolerance", float, 0.05),
-        seed=_typed(reader, head, "seed", int, 0), unit_reports=_typed(reader, head, "unit_reports", bool, True))
-
-
-def _typed(reader: _Reader, head: Mapping[str, Any], key: str, kind: type, default: Any) -> Any:
-    value = head.get(key, default)
-    ok = isinstance(value, kind) and not (kind is not bool and isinstance(value, bool))
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        value, ok = float(value), True
-    if not ok:
-        raise reader.fail(f"[experiment] {key}: expected {kind.__name__}, found {value!r}", key)
-    return value
+        name=name, file=str(path), title=head.get("title", name), description=head.get("description", ""),
+        out=out, models=models, data=data, analyses=build.analyses(raw["analyses"], models, data),
+        seed_questions=head.get("seed_questions", False), n_resamples=head.get("n_resamples", 1000),
+        tolerance=float(head.get("tolerance", 0.05)), seed=head.get("seed", 0),
+        unit_reports=head.get("unit_reports", True))

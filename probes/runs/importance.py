@@ -32,6 +32,7 @@ import numpy as np
 from probes.errors import ConfigError
 from probes.reports.writer import write_output
 from probes.results import Result
+from probes.run_record import RunRecord
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -68,7 +69,7 @@ class HeadImportance(Result):
 
     model: str
     result: ImportanceResult
-    record: dict[str, Any] = field(default_factory=dict)
+    record: RunRecord = field(default_factory=RunRecord)
 
     def to_pandas(self) -> pd.DataFrame:
         """One row per head (``importance.csv``), layers and heads 1-based."""
@@ -105,7 +106,7 @@ class Pruning(Result):
     curves: PruningResult
     start: ImportanceResult | None = None
     leaderboard: dict[str, Any] | None = None
-    record: dict[str, Any] = field(default_factory=dict)
+    record: RunRecord = field(default_factory=RunRecord)
 
     def to_pandas(self) -> pd.DataFrame:
         """One row per curve and step (``pruning.csv``)."""
@@ -260,7 +261,7 @@ def _setup(model: str, treebank: str | Path, select_on: str | Path | None, *, ob
 
 
 def _record(command: str, setup: _Setup, model: str, options: Mapping[str, Any], extra: Mapping[str, Any]
-            ) -> dict[str, Any]:
+            ) -> RunRecord:
     from probes.extraction.loading import weights_sha256
     from probes.runs.record import inputs_record, run_record
 
@@ -272,8 +273,8 @@ def _record(command: str, setup: _Setup, model: str, options: Mapping[str, Any],
     record = run_record(command, model=model, model_path=setup.model_path, weights_sha256=weights_sha256(setup.model_path),
                         data=setup.data, objective=setup.objective.describe(), options=dict(options),
                         inputs=inputs, timings=setup.timings)
-    return {**record, **{k: v for k, v in extra.items() if k != "options"},
-            "options": {**record["options"], **dict(extra.get("options", {}))}}
+    return record.updated({k: v for k, v in extra.items() if k != "options"},
+                          options={**record.options, **dict(extra.get("options", {}))})
 
 
 # ----------------------------------------------------------------------------- importance

@@ -46,6 +46,7 @@ from probes.errors import ConfigError
 from probes.heads.selection import LEADERBOARD_COLUMNS, SELECTION_MODES, LeaderboardRow, leaderboard_rows, table_correction
 from probes.reports.leaderboard import format_leaderboard, selection_record, write_leaderboard
 from probes.reports.writer import write_output
+from probes.run_record import RunRecord
 from probes.runs.record import inputs_record, run_record
 from probes.reports.inputs import inputs_lines
 from probes.results import Result, require_pandas
@@ -95,23 +96,23 @@ class Leaderboard(Result):
     report_baselines: BaselineScores
     select: HeadScores | None = None
     select_baselines: BaselineScores | None = None
-    record: dict[str, Any] = field(default_factory=dict)
+    record: RunRecord = field(default_factory=RunRecord)
     analyses: dict[str, Any] = field(default_factory=dict)
 
     @property
     def reported_on(self) -> str:
         """Name of the reported data."""
-        return str(self.record.get("reported_on", "report data"))
+        return str(self.record.reported_on or "report data")
 
     @property
     def selected_on(self) -> str:
         """Name of the data the heads were chosen on."""
-        return str(self.record.get("selected_on", self.reported_on))
+        return str(self.record.selected_on or self.reported_on)
 
     @property
     def selection_mode(self) -> str:
         """``"split"``, ``"separate"`` or ``"same"`` (see :data:`probes.heads.selection.SELECTION_MODES`)."""
-        mode = (self.record.get("selection") or {}).get("mode")
+        mode = self.record.selection.get("mode")
         return str(mode) if mode else ("separate" if self.select is not None else "same")
 
     @property
@@ -128,7 +129,7 @@ class Leaderboard(Result):
         """What happened to the inputs, one line per split (per half in ``"split"`` mode): how many were
         analysed and, by id, every sentence skipped, truncated or run in windows (the console summary; also
         in ``leaderboard.md``)."""
-        return "\n".join(f"Inputs, {line}" for line in inputs_lines(self.record.get("inputs", {})))
+        return "\n".join(f"Inputs, {line}" for line in inputs_lines(self.record.inputs))
 
     summary = notes
 
@@ -142,7 +143,7 @@ class Leaderboard(Result):
                 the same command, unless ``overwrite``.
             figures, figure_format: whether to draw the figures, and as ``png``, ``svg`` or ``pdf``.
         """
-        return write_output(out_dir, self.record.get("command"), partial(write_leaderboard, board=self),
+        return write_output(out_dir, self.record.command, partial(write_leaderboard, board=self),
                             figures=figures, figure_format=figure_format, overwrite=overwrite)
 
     def to_pandas(self) -> pd.DataFrame:
@@ -157,7 +158,7 @@ class Leaderboard(Result):
         where = {"split": f"selected on one half of {self.reported_on}, reported on the other",
                  "separate": f"selected on {self.selected_on}, reported on {self.reported_on}"}.get(
             self.selection_mode, f"selected and reported on {self.reported_on} (optimistic)")
-        model = html.escape(str(self.record.get("model", "model")))
+        model = html.escape(str(self.record.detail("model", "model")))
         return f"<p><b>Leaderboard</b>: {model}, {html.escape(where)}</p>" + self.to_pandas()._repr_html_()
 
 
@@ -240,7 +241,8 @@ def _inputs(split: StreamResult, name: str, extraction: Mapping[str, Any] | None
     skipped = list(extraction.get("skipped", ()))
     return inputs_record(split.n_items + len(skipped), split.n_items - len(split.skipped), skipped=skipped,
                          truncated=[i for i, _ in split.skipped], windowed=list(extraction.get("windowed", ())),
-                         max_tokens=extraction.get("max_tokens"), data=name)
+                         over_budget=list(extraction.get("over_budget", ())), max_tokens=extraction.get("max_tokens"),
+                         max_attention_mb=extraction.get("max_attention_mb"), data=name)
 
 
 def _half_inputs(split: StreamResult, sizes: Mapping[str, int], name: str,
@@ -252,9 +254,11 @@ def _half_inputs(split: StreamResult, sizes: Mapping[str, int], name: str,
     for half, label in (("select", "selection half"), ("report", "report half")):
         mine = {key: [i for i in ids if half_of(str(i)) == half]
                 for key, ids in (("skipped", extraction.get("skipped", ())), ("truncated", truncated),
-                                 ("windowed", extraction.get("windowed", ())))}
+                                 ("windowed", extraction.get("windowed", ())),
+                                 ("over_budget", extraction.get("over_budget", ())))}
         out[half] = inputs_record(sizes[half] + len(mine["skipped"]) + len(mine["truncated"]), sizes[half],
-                                  **mine, max_tokens=extraction.get("max_tokens"), data=f"{name}, {label}")
+                                  **mine, max_tokens=extraction.get("max_tokens"),
+                                  max_attention_mb=extraction.get("max_attention_mb"), data=f"{name}, {label}")
     return out
 
 
@@ -313,7 +317,7 @@ def leaderboard_from_pairs(
     mode: str | None = None,
     report_name: str = "report data",
     select_name: str | None = None,
-    record: Mapping[str, Any] | None = None,
+    record: RunRecord | Mapping[str, Any] | None = None,
     relations: Sequence[str] | None = None,
     min_count: int = 100,
     exclude: Sequence[str] = ("root", "punct"),
@@ -348,7 +352,7 @@ def leaderboard_from_pairs(
                             select_name=scored.names[1], mode=mode)
     rows_s = time.perf_counter() - t0
     passes = [s for s in (scored.report, scored.select) if s is not None]
-    full = _merge(dict(record or {}), {
+    full = _merge(RunRecord.of(record).to_dict(), {
         "reported_on": report_name, "selected_on": scored.names[1], "held_out_selection": mode != "same",
         "selection": selection_record(mode, scored.names[1], report_name + (" (report half)" if mode == "split"
                                                                            else "")),
@@ -365,7 +369,7 @@ def leaderboard_from_pairs(
         "memory": {"per_sentence_counts_bytes": sum(h.units.nbytes for h in (report, select)
                                                     if h is not None and h.units is not None)},
     })
-    return Leaderboard(tuple(rows), report, report_baselines, select, select_baselines, full,
+    return Leaderboard(tuple(rows), report, report_baselines, select, select_baselines, RunRecord.of(full),
                        {n: scored.report[n] for n in analyses})
 
 
@@ -440,7 +444,7 @@ def leaderboard(
             analyses by name (``{"surface": SurfaceStats()}``), run as they are.
 
     Under ``torchrun`` (:func:`probes.world.init_world`) each rank runs its contiguous block of each split; the
-    analyses are merged in rank order, so every rank returns the one-process board (``record["world"]``).
+    analyses are merged in rank order, so every rank returns the one-process board (``board.record.world``).
     """
     same, select_on = _check_sources(model, treebank, select_on, store, select_store)
     analyses = check_analyses(analyses)  # before any work, once: leaderboard_from_pairs takes them as checked
@@ -465,10 +469,10 @@ def leaderboard(
     blocks = inputs.pop("blocks")
     board = leaderboard_from_pairs(
         report_pairs, select_pairs=select_pairs, report_name=name or report_name, select_name=select_name or sel_name,
-        record=_merge(run_record("probes.leaderboard", **inputs), record or {}), relations=relations,
+        record=_merge(run_record("probes.leaderboard", **inputs).to_dict(), RunRecord.of(record).to_dict()), relations=relations,
         mode=SAME if same else None, min_count=min_count, exclude=exclude, poss_rule=poss_rule, analyses=analyses,
         extraction=tracked, world=world)
     final = {"world": world_record(world, blocks)}
     if extraction_report is not None:
         final["extraction_report"] = gather_report(extraction_report.as_dict(), world)
-    return dataclasses.replace(board, record={**board.record, **final})
+    return dataclasses.replace(board, record=board.record.updated(final))

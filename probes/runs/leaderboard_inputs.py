@@ -53,10 +53,11 @@ def from_model(model: str | Path | AttentionExtractor, treebank: str | Path | Se
                 select_on: str | Path | Sequence[Sentence] | None, *, batch_size: int, device: str | None,
                 progress: bool, on_long: str = "skip", limit: int | None = None, world: World | None = None,
                 extraction: ExtractionOptions | None = None) -> tuple[Any, Any, str, str | None, dict[str, Any]]:
-    """Run a model on treebanks: ``(report_pairs, select_pairs, report_name, select_name, record)``.
+    """Run a model on treebanks: ``(report_pairs, select_pairs, report_name, select_name, facts)``
+    (``facts``: the run record's fields on the model and data).
 
     Every rank reads the whole treebanks (the record describes them whole) and runs the model on its own
-    contiguous block of each split only (``record["blocks"]``: which one, see :func:`probes.world.block_record`).
+    contiguous block of each split only (``facts["blocks"]``: which one, see :func:`probes.world.block_record`).
     """
     from probes.extraction.loading import resolve_model
 
@@ -71,7 +72,7 @@ def from_model(model: str | Path | AttentionExtractor, treebank: str | Path | Se
     extractor = model if given else load_extractor(model_path, batch_size=batch_size, device=device,  # type: ignore
                                                    progress=progress, on_long=on_long, extraction=extraction)
     model_load_s = time.perf_counter() - t_load
-    record: dict[str, Any] = {
+    facts: dict[str, Any] = {
         "model": str(model) if not given else extractor.name_or_path, "model_path": model_path,
         "extractor": extractor.info(),
         "data": {"report": report_data, **({"select": select[1]} if select else {})},
@@ -84,11 +85,17 @@ def from_model(model: str | Path | AttentionExtractor, treebank: str | Path | Se
                    for split, sents in (("select", select[0] if select else None), ("report", report_sents))
                    if sents is not None},
     }
-    select_pairs = (tracked(extractor, world.take(select[0]), "selection split", record["extraction"], "select",
-                             world) if select else None)
-    report_pairs = tracked(extractor, world.take(report_sents), "report split", record["extraction"], "report",
-                            world)
-    return report_pairs, select_pairs, report_name, select[2] if select else None, record
+    select_pairs = (tracked(extractor, world.take(select[0]), f"selection split ({select[2]})", facts["extraction"],
+                            "select", world) if select else None)
+    report_pairs = tracked(extractor, world.take(report_sents), _bar_label(report_name, select is not None),
+                           facts["extraction"], "report", world)
+    return report_pairs, select_pairs, report_name, select[2] if select else None, facts
+
+
+def _bar_label(name: str, separate: bool) -> str:
+    """The progress bar's label of the report data's pass: without a separate selection split that pass also
+    covers the selection (its half, or the same data), so it is not called the report split."""
+    return f"report split ({name})" if separate else f"{name} (selection and report)"
 
 
 def tracked(extractor: AttentionExtractor, sentences: Sequence[Sentence], desc: str,
@@ -102,10 +109,11 @@ def tracked(extractor: AttentionExtractor, sentences: Sequence[Sentence], desc: 
     pairs = extractor.iter_attention(sentences, desc=desc, total=len(sentences))  # lazy: runs when iterated
 
     def noted() -> Pairs:
-        before = {key: len(getattr(report, key)) for key in ("skipped", "windowed")}  # the report is cumulative
+        before = {key: len(getattr(report, key)) for key in ("skipped", "windowed", "over_budget")}  # cumulative
         yield from pairs
         mine = {key: list(getattr(report, key)[n:]) for key, n in before.items()}
-        sink[split] = {**gather_report(mine, world or World()), "max_tokens": report.max_tokens}
+        sink[split] = {**gather_report(mine, world or World()), "max_tokens": report.max_tokens,
+                       "max_attention_mb": report.max_attention_mb}
 
     return PairStream.like(noted(), pairs)
 
@@ -140,8 +148,8 @@ def store_extraction(store: Any) -> dict[str, Any]:
 
 def from_stores(store: Any, select_store: Any, progress: bool = False, limit: int | None = None,
                  world: World | None = None) -> tuple[Any, Any, str, str | None, dict[str, Any]]:
-    """Read attention stores: ``(report_pairs, select_pairs, report_name, select_name, record)`` (the first
-    ``limit`` sentences of each; in a distributed run this rank's block of them, ``record["blocks"]``)."""
+    """Read attention stores: ``(report_pairs, select_pairs, report_name, select_name, facts)`` (the first
+    ``limit`` sentences of each; in a distributed run this rank's block of them, ``facts["blocks"]``)."""
     report = store if hasattr(store, "info") else open_attention_store(store, "--store")
     select = None
     if select_store is not None:
@@ -150,15 +158,16 @@ def from_stores(store: Any, select_store: Any, progress: bool = False, limit: in
         check_same_extraction(report.info, select.info)
     info = report.info
     blocks: dict[str, dict[str, Any]] = {"select": {}, "report": {}} if select is not None else {"report": {}}
-    record = {"model": info.get("model", str(report.path)), "extractor": dict(info),
-              "data": {"report": store_record(report), **({"select": store_record(select)} if select else {})},
-              "options": {"batch_size": None, "device": None}, "blocks": blocks,
-              "extraction": {"report": store_extraction(report),
-                             **({"select": store_extraction(select)} if select is not None else {})}}
-    select_pairs = (store_pairs(select, "selection split (store)", progress, limit, world, blocks["select"])
-                    if select is not None else None)
-    return (store_pairs(report, "report split (store)", progress, limit, world, blocks["report"]), select_pairs,
-            store_name(report), store_name(select) if select is not None else None, record)
+    facts = {"model": info.get("model", str(report.path)), "extractor": dict(info),
+             "data": {"report": store_record(report), **({"select": store_record(select)} if select else {})},
+             "options": {"batch_size": None, "device": None}, "blocks": blocks,
+             "extraction": {"report": store_extraction(report),
+                            **({"select": store_extraction(select)} if select is not None else {})}}
+    select_pairs = (store_pairs(select, f"selection split ({store_name(select)}, store)", progress, limit, world,
+                                blocks["select"]) if select is not None else None)
+    label = _bar_label(f"{store_name(report)}, store", select is not None)
+    return (store_pairs(report, label, progress, limit, world, blocks["report"]), select_pairs,
+            store_name(report), store_name(select) if select is not None else None, facts)
 
 
 def check_same_extraction(report: Mapping[str, Any], select: Mapping[str, Any]) -> None:

@@ -46,6 +46,7 @@ from probes.reports.probing import (
     write_probes,
 )
 from probes.reports.writer import write_output
+from probes.run_record import RunRecord
 from probes.runs.record import invocation, versions
 from probes.reports.inputs import inputs_lines
 from probes.results import Result
@@ -118,6 +119,10 @@ class LabelScores(Result):
         select_correct, select_total: the same on the selection data (heads are ranked there).
     """
 
+    #: Array shapes checked on load (probes.result_checks).
+    _shapes = {"correct": "N n_layers*n_heads+1", "total": "N", "select_correct": "S n_layers*n_heads+1",
+               "select_total": "S"}
+
     correct: npt.NDArray[np.int64]
     total: npt.NDArray[np.int64]
     n_layers: int
@@ -157,6 +162,9 @@ class ProbeRun(Result):
         record, facts, min_count: as before (``run.json``; least words for a listed relation).
     """
 
+    #: Array shapes checked on load (probes.result_checks).
+    _shapes = {"attn_weights": "2 L H"}
+
     kinds: tuple[str, ...]
     parsers: tuple[ParserRow, ...]
     control: bool
@@ -168,7 +176,7 @@ class ProbeRun(Result):
     comparisons: tuple[dict[str, Any], ...] = ()
     selection: dict[str, Any] = field(default_factory=dict)
     seeds: tuple[int, ...] = (0,)
-    record: dict[str, Any] = field(default_factory=dict)
+    record: RunRecord = field(default_factory=RunRecord)
     facts: dict[str, Any] = field(default_factory=dict)
     min_count: int = 100
 
@@ -206,7 +214,7 @@ class ProbeRun(Result):
     def notes(self) -> str:
         """What happened to the inputs, one line per split: sentences used and, by id, every one skipped,
         truncated or run in windows (the console summary; also in ``parsers.md`` / ``per_head.md``)."""
-        return "\n".join(f"Inputs, {line}" for line in inputs_lines(self.record.get("inputs", {})))
+        return "\n".join(f"Inputs, {line}" for line in inputs_lines(self.record.inputs))
 
     def summary(self) -> str:
         """Same as :meth:`notes`."""
@@ -214,9 +222,9 @@ class ProbeRun(Result):
 
     def subject(self) -> str:
         """Model and evaluation data, as the figures' titles name them."""
-        model = str(self.record.get("model") or "model")
+        model = str(self.record.detail("model") or "model")
         model = Path(model).name if Path(model).is_absolute() else model
-        data = (self.record.get("data") or {}).get("eval") or {}
+        data = (self.record.data or {}).get("eval") or {}
         name = data.get("spec") or data.get("store") or "evaluation data"
         return f"{model} on {Path(name).name if Path(str(name)).is_absolute() else name}"
 
@@ -232,7 +240,7 @@ class ProbeRun(Result):
         Returns:
             The files written, by path relative to ``out_dir`` (``run.json`` last).
         """
-        return write_output(out_dir, self.record.get("command"), partial(write_probes, run=self), figures=figures,
+        return write_output(out_dir, self.record.command, partial(write_probes, run=self), figures=figures,
                             figure_format=figure_format, overwrite=overwrite)
 
     def per_head_figure_data(self) -> tuple[npt.NDArray[np.float64], float, npt.NDArray[np.float64] | None]:
@@ -311,7 +319,7 @@ def run_probes(
     select_on: Any = None,
     select_name: str | None = None,
     min_count: int = 100,
-    record: Mapping[str, Any] | None = None,
+    record: RunRecord | Mapping[str, Any] | None = None,
     progress: bool = True,
 ) -> ProbeRun:
     """Train probes on ``train_pairs`` and score them on ``eval_pairs``; nothing is written.
@@ -358,8 +366,8 @@ def run_probes(
         fit_together([p for _, p, _, _ in trained], train_pairs, transforms=[t for _, _, t, _ in trained],
                      orders=[o for _, _, _, o in trained], epochs=epochs, progress=progress, desc="train")
     timings["train_s"] = time.perf_counter() - t0  # includes extraction when streaming from a model
-    t0 = time.perf_counter()
-    selection = _selection(select_on, select_name, (record or {}).get("eval_name"))
+    t0, given = time.perf_counter(), RunRecord.of(record)  # the record's fields given by the caller
+    selection = _selection(select_on, select_name, given.detail("eval_name"))
     ev = Evaluation(kinds, runs, selection["mode"])
     n_eval = ev.run(eval_pairs, progress)
     if selection["mode"] == "separate":
@@ -369,13 +377,13 @@ def run_probes(
         t0 = time.perf_counter()
         ev.random_init(vectors, random_init, epochs, device, progress)
         timings["random_init_s"] = time.perf_counter() - t0
-    options = {**dict((record or {}).get("options", {})), "epochs": epochs, "device": device,
+    options = {**given.options, "epochs": epochs, "device": device,
                "random_state": random_state, "seeds": seed_list, "min_count": min_count, "training": _TRAINING,
                "vectors": vectors.describe() if vectors is not None else None,
                "control_task": [c.describe() for c in controls] if control is not None else None, **_DEFINITIONS}
     facts = _facts(kinds, runs[0], n_eval, options, timings)
     return _probe_run(ev, kinds=tuple(kinds), control=control is not None, selection=selection,
-                      seeds=tuple(seed_list), record=dict(record or {}), facts=facts, min_count=min_count)
+                      seeds=tuple(seed_list), record=given, facts=facts, min_count=min_count)
 
 
 def _probe_run(evaluation: Evaluation, **fields: Any) -> ProbeRun:
@@ -454,9 +462,9 @@ def probe(
     control_kind = _control_kind(control)
     max_train, max_eval = (limit if n is None else n for n in (max_train, max_eval))
     check_sources(model, train_data, eval_data, train_store, eval_store)
-    record: dict[str, Any] = {"command": "probes probe", "invocation": invocation(), "data": {},
+    fields: dict[str, Any] = {"command": "probes probe", "invocation": invocation(), "data": {},
                               "options": {"batch_size": batch_size, "max_train": max_train, "max_eval": max_eval}}
-    extractor, streams, sentences = open_inputs(model, record, batch_size=batch_size, device=device,
+    extractor, streams, sentences = open_inputs(model, fields, batch_size=batch_size, device=device,
                                                  on_long=on_long, extraction=extraction, splits=(
                                                      ("train", train_data, train_store, max_train),
                                                      ("eval", eval_data, eval_store, max_eval),
@@ -468,15 +476,15 @@ def probe(
         ctl = make_control(control_kind, seed, sentences.get("train") or (s for s, _ in streams["train"]))
     rand_streams = None
     if random_init and "attn+emb" in kinds:
-        rand_streams, record["random_init"] = random_init_streams(extractor, sentences, batch_size=batch_size,
+        rand_streams, fields["random_init"] = random_init_streams(extractor, sentences, batch_size=batch_size,
                                                                    device=device)
-    record["eval_name"] = getattr(streams["eval"], "name", None)
+    fields["eval_name"] = getattr(streams["eval"], "name", None)
     chosen = streams.get("select") if "select" in streams else ("same" if select_on == "same" else None)
     run = run_probes(streams["train"], streams["eval"], kinds=kinds, vectors=emb, control=ctl,
                      random_init=rand_streams, epochs=epochs, device=device, random_state=seed, seeds=seeds,
                      select_on=chosen, select_name=getattr(streams.get("select"), "name", None),
-                     min_count=min_count, record=record, progress=progress)
-    return dataclasses.replace(run, record={**run.record, "inputs": {k: v.inputs() for k, v in streams.items()}})
+                     min_count=min_count, record=fields, progress=progress)
+    return dataclasses.replace(run, record=run.record.updated(inputs={k: v.inputs() for k, v in streams.items()}))
 
 
 def _control_kind(control: bool | str | None) -> str | None:

@@ -84,18 +84,18 @@ class Limited:
                              max_tokens=(getattr(self.pairs, "info", {}) or {}).get("max_tokens"), data=self.name)
 
 
-def open_inputs(model: Any, record: dict[str, Any], *, batch_size: int, device: str | None, on_long: str,
+def open_inputs(model: Any, fields: dict[str, Any], *, batch_size: int, device: str | None, on_long: str,
                  splits: Sequence[tuple[str, Any, Any, int | None]], extraction: ExtractionOptions | None = None
                  ) -> tuple[Any, dict[str, Any], dict[str, list[Sentence]]]:
     """``(extractor, streams, sentences)``: the model (None without one) and each split given (a treebank run
-    through the model, or a store); ``record`` gets the model, the data and the load time."""
+    through the model, or a store); ``fields`` gets the model, the data and the load time."""
     timings: dict[str, float] = {}
     extractor = None
     if model is not None:
         t0 = time.perf_counter()
         extractor = _extractor(model, batch_size=batch_size, device=device, on_long=on_long, extraction=extraction)
         timings["model_load_s"] = time.perf_counter() - t0
-        record.update(model=str(model) if isinstance(model, (str, Path)) else extractor.name_or_path,
+        fields.update(model=str(model) if isinstance(model, (str, Path)) else extractor.name_or_path,
                       extractor=extractor.info())
     streams: dict[str, Any] = {}
     sentences: dict[str, list[Sentence]] = {}
@@ -104,12 +104,12 @@ def open_inputs(model: Any, record: dict[str, Any], *, batch_size: int, device: 
             continue
         if split == "select" and store is None and model is None:
             raise ConfigError("--select-on DATA runs the model: give --model, or --store-select")
-        streams[split], record["data"][split], read = _open_split(extractor, spec, store, limit, split)
+        streams[split], fields["data"][split], read = _open_split(extractor, spec, store, limit, split)
         if read is not None:
             sentences[split] = read
         else:
-            record.setdefault("model", record["data"][split]["info"].get("model"))
-    record["timings_setup"] = timings
+            fields.setdefault("model", fields["data"][split]["info"].get("model"))
+    fields["timings_setup"] = timings
     return extractor, streams, sentences
 
 

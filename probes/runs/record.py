@@ -1,6 +1,6 @@
 """The run record: what was run, on what, with which options and versions, and where the time went.
 
-Every pipeline builds its record here, in ``runs/``: :func:`run_record` (plus :func:`data_record` /
+Every pipeline builds its :class:`~probes.run_record.RunRecord` here, in ``runs/``: :func:`run_record` (plus :func:`data_record` /
 :func:`store_record` for its inputs and :func:`inputs_record` for what happened to them); the
 report writer (:func:`probes.reports.writer.write_output`) writes it last, as ``run.json``.
 """
@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from probes.run_record import RunRecord
+
 __all__ = ["versions", "invocation", "git_commit", "run_record", "data_record", "store_record", "inputs_record"]
 
 #: Libraries whose versions can change the numbers of a run.
@@ -25,10 +27,12 @@ def versions() -> dict[str, str]:
     """Versions of Python and of the libraries that change numbers (those installed)."""
     import importlib.metadata as md
 
+    from probes._version import DISTRIBUTION
+
     out = {"python": platform.python_version()}
     for name in _LIBRARIES:
-        try:
-            out[name] = md.version(name)
+        try:  # probes is installed as DISTRIBUTION (PyPI's "probes" is another project); the key stays "probes"
+            out[name] = md.version(DISTRIBUTION if name == "probes" else name)
         except md.PackageNotFoundError:
             continue
     return out
@@ -61,12 +65,12 @@ def invocation() -> dict[str, Any]:
     return {"cwd": os.getcwd(), "argv": list(sys.argv), "probes_version": __version__, "git": git_commit()}
 
 
-def run_record(command: str, **fields: Any) -> dict[str, Any]:
-    """A new record: ``{"command": command, **fields}``; ``versions`` and ``invocation`` are added unless given."""
-    record: dict[str, Any] = {"command": command, **fields}
-    record.setdefault("versions", versions())
-    record.setdefault("invocation", invocation())
-    return record
+def run_record(command: str, **fields: Any) -> RunRecord:
+    """A new record: ``command`` then ``fields`` in order; ``versions`` and ``invocation`` are added unless given."""
+    given: dict[str, Any] = {"command": command, **fields}
+    given.setdefault("versions", versions())
+    given.setdefault("invocation", invocation())
+    return RunRecord.of(given)
 
 
 def data_record(spec: str | None, path: str | Path, sentences: int, **extra: Any) -> dict[str, Any]:
@@ -88,14 +92,19 @@ def store_record(store: Any) -> dict[str, Any]:
 
 def inputs_record(seen: int, analysed: int, *, skipped: Sequence[str] = (), truncated: Sequence[str] = (),
                   windowed: Sequence[str] = (), cut: Sequence[str] = (), unit: str = "sentences",
-                  max_tokens: int | None = None, data: str | None = None) -> dict[str, Any]:
+                  max_tokens: int | None = None, data: str | None = None, over_budget: Sequence[str] = (),
+                  max_attention_mb: float | None = None) -> dict[str, Any]:
     """One split's ``inputs`` entry: inputs seen and analysed, and the ids skipped, truncated, windowed or cut.
 
     ``skipped``: over the model's maximum and not run (``on_long="skip"``); ``truncated``: cut to fit,
     so not analysed; ``windowed``: run in overlapping windows, analysed; ``cut``: cut to the leading words
     that fit and analysed as such (sentence-level objectives). ``seen = analysed + skipped + truncated``
-    always holds. ``data``: the split's name in outputs.
+    always holds. ``data``: the split's name in outputs. ``over_budget``: those of the above handled so because
+    their attention would not fit the memory budget (``max_attention_mb``) although they fit the model; the
+    entry names them (``n_over_budget``, ``over_budget``, ``max_attention_mb``) only when there are any.
     """
     return {"data": data, "unit": unit, "seen": int(seen), "analysed": int(analysed), "max_tokens": max_tokens,
             "n_skipped": len(skipped), "n_truncated": len(truncated), "n_windowed": len(windowed), "n_cut": len(cut),
-            "skipped": list(skipped), "truncated": list(truncated), "windowed": list(windowed), "cut": list(cut)}
+            "skipped": list(skipped), "truncated": list(truncated), "windowed": list(windowed), "cut": list(cut),
+            **({"n_over_budget": len(over_budget), "over_budget": list(over_budget),
+                "max_attention_mb": max_attention_mb} if over_budget else {})}

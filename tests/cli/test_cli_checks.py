@@ -98,10 +98,10 @@ def test_extraction_flags_reach_the_extractor_as_one_argument(tiny_model: Path, 
     out = tmp_path / "run"
     _invoke(["leaderboard", "--model", str(tiny_model), "--treebank", DEV, "--out", str(out), "--min-count", "10",
              "--no-figures", "--no-progress", "--device", "cpu", "--dtype", "bfloat16", "--max-batch-tokens", "256",
-             "--max-attention-mb", "0"])
-    assert seen["extraction"] == ExtractionOptions(dtype="bfloat16", max_batch_tokens=256, max_attention_mb=None)
+             "--max-attention-mb", "5000"])
+    assert seen["extraction"] == ExtractionOptions(dtype="bfloat16", max_batch_tokens=256, max_attention_mb=5000.0)
     extractor = json.loads((out / "run.json").read_text())["extractor"]
-    assert (extractor["dtype"], extractor["max_batch_tokens"], extractor["max_attention_mb"]) == ("bfloat16", 256, None)
+    assert (extractor["dtype"], extractor["max_batch_tokens"], extractor["max_attention_mb"]) == ("bfloat16", 256, 5000.0)
 
 
 def test_extraction_options_passed_to_the_library_reach_the_extractor(tiny_model: Path) -> None:  # noqa: F811
@@ -109,10 +109,10 @@ def test_extraction_options_passed_to_the_library_reach_the_extractor(tiny_model
 
     board = leaderboard(tiny_model, TEST, select_on="same", min_count=10, device="cpu", limit=10,
                         extraction=ExtractionOptions(dtype="bfloat16", max_batch_tokens=64, max_attention_mb=50.0))
-    info = board.record["extractor"]
+    info = board.record.detail("extractor")
     assert (info["dtype"], info["max_batch_tokens"], info["max_attention_mb"]) == ("bfloat16", 64, 50.0)
     plain = leaderboard(tiny_model, TEST, select_on="same", min_count=10, device="cpu", limit=10)
-    info = plain.record["extractor"]  # no options: the extractor's own defaults, as before
+    info = plain.record.detail("extractor")  # no options: the extractor's own defaults, as before
     assert (info["dtype"], info["max_batch_tokens"], info["max_attention_mb"]) == ("float32", None, DEFAULT_ATTENTION_MB)
 
 

@@ -15,6 +15,7 @@ import pytest
 import typer.main
 
 from probes.cli import app, main, options
+from probes.run_record import RunRecord
 
 SAMPLE = Path(__file__).resolve().parents[2] / "probes" / "corpora" / "sample"
 DEV = str(SAMPLE / "sample-dev.conllu")
@@ -41,7 +42,7 @@ def _opts(command: str) -> dict[str, Any]:
 
 def test_the_command_sets_cover_every_command() -> None:
     assert set(COMMANDS) == {"leaderboard", "baselines", "demo", "extract", "coref", "bridging", "probe", "atlas",
-                             "importance", "prune"}
+                             "importance", "prune", "verify"}
     assert GROUPS == {"data"}
     assert {c for c in COMMANDS if "--model" in _opts(c)} == TAKES_MODEL
     assert {c for c in COMMANDS if "--on-long" in _opts(c)} == RUNS_MODEL
@@ -137,7 +138,7 @@ class _Result:
 
     def __init__(self, seen: dict[str, Any]) -> None:
         self.seen = seen
-        self.record = {"model": "m"}
+        self.record = RunRecord.of({"model": "m"})
         self.reported_on = "data"
 
     def write(self, out_dir: Any, **kwargs: Any) -> dict[str, Path]:

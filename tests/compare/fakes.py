@@ -85,7 +85,7 @@ def fake_atlas(shape: tuple[int, int] = (2, 4), perfect: frozenset[int] = frozen
     board = leaderboard_from_pairs(items[:half], select_pairs=items[half:], report_name=name,
                                    select_name=f"{name} (second half)", min_count=30,
                                    record={"model": "fake", "extractor": {"device": "cpu"}})
-    board = dataclasses.replace(board, record={**board.record, "reported_on": name})
+    board = dataclasses.replace(board, record=board.record.updated(reported_on=name))
     profile = best_relations(board.report, board.report_baselines, [r.relation for r in board.rows
                                                                    if not r.relation.startswith("ALL")],
                              select=board.select, select_baselines=board.select_baselines)

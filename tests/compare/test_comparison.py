@@ -141,7 +141,7 @@ def test_the_uniform_attention_note_follows_the_confidence_rule() -> None:
     assert "almost uniformly" not in high
     assert "en_ewt-ud-test.conllu gold" in " ".join(
         notes([dataclasses.replace(trained, result=dataclasses.replace(trained.result, board=dataclasses.replace(
-            trained.result.board, record={**trained.result.board.record, "reported_on": "en_ewt-ud-test.conllu"})))],
+            trained.result.board, record=trained.result.board.record.updated(reported_on="en_ewt-ud-test.conllu"))))],
               MODELS))
 
 
@@ -171,7 +171,7 @@ def test_a_real_tiny_atlas_with_js_items_gives_the_spread(tmp_path) -> None:
     distances = result.distances
     n = distances.distance.shape[0]
     assert distances.item_pairs.shape == (10, n * (n - 1) // 2) and len(distances.item_ids) == 10
-    assert int(distances.item_rows.sum()) == distances.n_rows and result.record["options"]["js_items"] is True
+    assert int(distances.item_rows.sum()) == distances.n_rows and result.record.options["js_items"] is True
     first, second = np.triu_indices(n, k=1)
     np.testing.assert_allclose(distances.item_pairs.sum(0), distances.distance[first, second], rtol=1e-5)
     c = compare([Unit("atlas", "atlas", "trained", "dev", load(result.save(tmp_path / "atlas")))], MODELS,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import re
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -106,8 +107,9 @@ def test_malformed_input_names_file_and_line(name: str, cls: type, line: int, wh
 def test_skip_mode_counts_and_warns(tmp_path: Path) -> None:
     good = (CORPORA / "mwt_empty.conllu").read_text(encoding="utf-8")
     bad = (BAD / "two_roots.conllu").read_text(encoding="utf-8")
+    again = good.replace("= doc-a", "= doc-b").replace("= a-", "= b-")  # ids may not repeat in a file
     path = tmp_path / "mixed.conllu"
-    path.write_text(good + "\n" + bad + "\n" + good, encoding="utf-8")
+    path.write_text(good + "\n" + bad + "\n" + again, encoding="utf-8")
     report = ReadReport()
     with pytest.warns(SkippedItemWarning, match=r"mixed\.conllu:\d+: sentence 's1'"):
         sents = list(read_treebank(path, on_error="skip", report=report))
@@ -226,10 +228,27 @@ def trees(draw: st.DrawFn) -> Sentence:
     )
 
 
+def _unique_ids(sents: list[Sentence]) -> list[Sentence]:
+    """Sentence ids made unique, and no document id reused after another document (both are read as errors)."""
+    out: list[Sentence] = []
+    seen: set[str] = set()
+    current: str | None = None  # the drawn id of the document in force, and its id as written
+    written: str | None = None
+    for k, s in enumerate(sents):
+        if s.doc_id is not None and s.doc_id != current:
+            written = s.doc_id
+            while written in seen:
+                written += "~"
+            seen.add(written)
+            current = s.doc_id
+        out.append(replace(s, sent_id=f"{s.sent_id}-{k}", doc_id=written if s.doc_id is not None else None))
+    return out
+
+
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(st.lists(trees(), min_size=1, max_size=4))
+@given(st.lists(trees(), min_size=1, max_size=4).map(_unique_ids))
 def test_round_trip_random_trees(tmp_path: Path, sents: list[Sentence]) -> None:
     path = _write(tmp_path, write_conllu(sents))
     back = list(read_conllu(path))

@@ -126,3 +126,20 @@ def test_skip_bad_document_whole(tmp_path: Path) -> None:
     assert report.n_skipped == 1 and report.documents == 1
     with pytest.raises(AnnotationError, match=r"two\.conllu:3:"):
         list(read_documents(path))
+
+
+def test_global_entity_holds_for_the_rest_of_the_file(tmp_path: Path) -> None:
+    """``# global.Entity`` is given once per file (or per document, as GUM does): a later document without
+    its own comment reads its Entity fields in the file's order, not CorefUD's default order."""
+    doc = ("# newdoc id = {doc}\n{header}# sent_id = {doc}-1\n# text = He left.\n"
+           "1\tHe\the\tPRON\t_\t_\t2\tnsubj\t_\tEntity=(1-person-new-sssss-cf1-1-coref)\n"
+           "2\tleft\tleave\tVERB\t_\t_\t0\troot\t_\t_\n\n")
+    header = "# global.Entity = GRP-etype-infstat-salience-centering-minspan-link-identity\n"
+    path = tmp_path / "two.conllu"
+    path.write_text(doc.format(doc="a", header=header) + doc.format(doc="b", header=""), encoding="utf-8")
+    first, second = read_documents(path)
+    assert [m.infstat for m in first.mentions] == [m.infstat for m in second.mentions] == ["new"]
+    assert [m.etype for m in second.mentions] == ["person"]
+    path.write_text(doc.format(doc="b", header=""), encoding="utf-8")  # no comment at all: the default order,
+    with pytest.raises(AnnotationError, match=r"two\.conllu:4:.*head field"):  # whose third field is the head
+        list(read_documents(path))

@@ -131,3 +131,18 @@ def test_gum_dev_heads_agree_with_minspan(gum: Path) -> None:
                 agree += want == mention.head
     assert total > 7000
     assert agree / total > 0.98, (agree, total)  # measured: 7,116 of 7,163 (99.3%)
+
+
+def test_gum_test_reads_whole_under_the_integrity_checks(gum: Path) -> None:
+    """No real document trips the control-character, repeated-id, self-bridge or Entity-head checks.
+
+    GUM's ``minspan`` field is checked against every mention's length; the independent count of
+    ``# newdoc id`` lines and ``# sent_id`` lines is what is read.
+    """
+    path = gum / "en_gum-ud-test.conllu"
+    text = path.read_text(encoding="utf-8")
+    report = ReadReport()
+    docs = list(read_documents(path, report=report))
+    assert report.n_skipped == 0
+    assert len(docs) == text.count("# newdoc id = ") == 30
+    assert report.sentences == text.count("# sent_id = ") == 1464

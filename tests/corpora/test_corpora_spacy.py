@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from probes.corpora import (  # noqa: E402
     read_treebank,
     write_conllu,
 )
-from probes.errors import AnnotationError, ConfigError, FormatError  # noqa: E402
+from probes.errors import AnnotationError, ConfigError, FormatError, SkippedItemWarning  # noqa: E402
 
 CORPORA = Path(__file__).resolve().parents[1] / "fixtures" / "corpora"
 
@@ -72,6 +73,21 @@ def test_docbin_round_trip(tmp_path: Path) -> None:
     bad.write_bytes(b"not a docbin")
     with pytest.raises(FormatError, match=r"bad\.spacy: expected a spaCy DocBin"):
         list(read_treebank(bad))
+
+
+def test_spacy_docbin_control_character(tmp_path: Path) -> None:
+    # a control character in a stored word is refused as in the text formats; under skip the Doc goes whole
+    good = Doc(Vocab(), words=["Dogs", "ran"], heads=[1, 1], deps=["nsubj", "ROOT"])
+    bad = Doc(Vocab(), words=["Cats", "sl\x00ept"], heads=[1, 1], deps=["nsubj", "ROOT"])
+    path = tmp_path / "c.spacy"
+    DocBin(docs=[good, bad]).to_disk(path)
+    with pytest.raises(FormatError, match=re.escape(f"{path}: doc 2: sentence 'c#2-1'")) as info:
+        list(read_treebank(path))
+    assert "form of word 2" in str(info.value) and "U+0000" in str(info.value)
+    report = ReadReport()
+    with pytest.warns(SkippedItemWarning, match="doc 2"):
+        sents = list(read_treebank(path, on_error="skip", report=report))
+    assert [s.words for s in sents] == [("Dogs", "ran")] and report.n_skipped == 1
 
 
 def test_conll2012_with_given_trees(tmp_path: Path) -> None:

@@ -214,6 +214,24 @@ def test_over_budget_inputs_are_skipped_and_named(models: dict[str, Path]) -> No
     assert extractor.report.as_dict()["over_budget"] == ["b2"]
 
 
+def test_the_leaderboard_says_an_input_was_skipped_for_the_budget_not_its_length(models: dict[str, Path]) -> None:
+    """The inputs line names the budget and the inputs over it, not only "over 64 tokens" (which b2 is not)."""
+    from probes.runs.leaderboard import leaderboard
+
+    extractor = _over_budget_extractor(models, "skip")
+    sentences = _sentences([12, 40, 10, 11, 9, 12], prefix="b")
+    board = leaderboard(extractor, sentences, select_on="same", min_count=1)
+    report = board.record.inputs["report"]
+    assert report["skipped"] == ["b2"] and report["over_budget"] == ["b2"] and report["n_over_budget"] == 1
+    assert report["max_attention_mb"] == pytest.approx(8000 * 8 / 2**20)
+    line = board.notes()
+    assert f"over 64 tokens or the attention budget ({8000 * 8 / 2**20:g} MB): 1 skipped: b2" in line
+    assert "1 of them for the budget only: b2" in line
+    plain = leaderboard(AttentionExtractor.from_pretrained(models["bert"], batch_size=4, device="cpu", progress=False),
+                        sentences, select_on="same", min_count=1)
+    assert "over_budget" not in plain.record.inputs["report"] and "budget" not in plain.notes()
+
+
 def test_over_budget_inputs_are_truncated_to_fit(models: dict[str, Path]) -> None:
     extractor = _over_budget_extractor(models, "truncate")
     got = dict(_run(extractor, _sentences([12, 40, 10], prefix="b")))
@@ -249,10 +267,10 @@ def test_budget_tokens_shrink_with_heads_and_coreference_windows_follow(models: 
                                                        max_attention_mb=0.1)
         run = coreference(extractor, fixtures_dir / "coref" / "tiny_gum.conllu", select_on="same", n_resamples=10,
                           progress=False)
-        windows[name] = run.record["data"]["window_tokens"]
+        windows[name] = run.record.data["window_tokens"]
         assert windows[name] == extractor.budget_tokens() < extractor.max_tokens
-        assert run.record["model"]["budget_tokens"] == windows[name]
-        assert run.record["model"]["max_attention_mb"] == 0.1
+        assert run.record.detail("model")["budget_tokens"] == windows[name]
+        assert run.record.detail("model")["max_attention_mb"] == 0.1
     assert windows["bert16"] < windows["bert"]
 
 

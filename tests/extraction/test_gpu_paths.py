@@ -23,7 +23,7 @@ from tests.tiny_models import build
 
 HAS_ACCELERATE = importlib.util.find_spec("accelerate") is not None
 needs_accelerate = pytest.mark.skipif(not HAS_ACCELERATE,
-                                      reason="accelerate is not installed (pip install 'probes[gpu]')")
+                                      reason="accelerate is not installed (pip install 'probes-attention[gpu]')")
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (torch.cuda.is_available())")
 
 SENTENCES = [s.split() for s in ("the quick brown fox jumps over the lazy dog",
@@ -111,7 +111,7 @@ def test_device_map_without_accelerate_names_the_extra(models: dict[str, Path],
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "accelerate" else real(name, *a))
-    with pytest.raises(ConfigError, match=r'needs accelerate.*pip install "probes\[gpu\]"'):
+    with pytest.raises(ConfigError, match=r'needs accelerate.*pip install "probes-attention\[gpu\]"'):
         AttentionExtractor.from_pretrained(models["bert"], progress=False, device_map="auto")
 
 

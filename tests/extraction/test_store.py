@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from probes.corpora.types import Sentence
-from probes.errors import StoreError
+from probes.errors import DamagedStoreError, StoreError
 from probes.extraction.extractor import AttentionExtractor
 from probes.extraction.store import extract_to_store, open_store
 from probes.world import World
@@ -184,7 +184,7 @@ def test_reading_is_streamed(bert: Path, tmp_path: Path) -> None:
     first = next(it)
     (tmp_path / "s" / "shard-00002.npy").unlink()  # a later shard is not touched yet
     assert first[0].sent_id == "s0" and next(it)[0].sent_id == "s1"
-    with pytest.raises(StoreError, match="cannot read shard shard-00002"):
+    with pytest.raises(DamagedStoreError, match=r"shard-00002\.npy: .*expected a \.npy file, found none"):
         list(it)
 
 

@@ -74,11 +74,12 @@ def test_cli_flags_override_the_file(tmp_path, capsys):
     assert "from/the/flag: no such folder" in capsys.readouterr().err
 
 
-def test_cli_bad_value_in_file_is_a_usage_error(tmp_path, capsys):
+def test_cli_bad_value_in_file_is_an_error_at_its_line(tmp_path, capsys):
+    """A mistake in the file, like an unknown key: exit 1, the file and the line (tests/cli/test_cli_numbers.py)."""
     path = tmp_path / "exp.toml"
     path.write_text("min-count = 0\n", encoding="utf-8")
-    assert main(["leaderboard", "--config", str(path)]) == 2
-    assert "min-count" in capsys.readouterr().err
+    assert main(["leaderboard", "--config", str(path)]) == 1
+    assert f"{path}:1: min-count: expected a whole number from 1" in capsys.readouterr().err
 
 
 @pytest.mark.slow

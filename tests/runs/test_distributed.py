@@ -246,9 +246,9 @@ def test_store_pairs_are_sharded_by_index(stores: dict[str, Path], monkeypatch: 
         assert board.rows == one.rows
         for name in ("report", "select", "report_baselines", "select_baselines"):
             assert equal(canonical(getattr(board, name)), canonical(getattr(one, name))), name
-        assert board.record["inputs"] == one.record["inputs"]
-    ranks = boards[0].record["world"]["ranks"]
+        assert board.record.inputs == one.record.inputs
+    ranks = boards[0].record.world["ranks"]
     assert [r["inputs"]["report"]["range"] for r in ranks] == [[0, 15], [15, 30]]
     assert [r["inputs"]["select"]["count"] for r in ranks] == [15, 15]
     assert ranks[1]["inputs"]["report"]["first"] != ranks[0]["inputs"]["report"]["last"]
-    assert one.record["world"]["ranks"][0]["inputs"]["report"]["range"] == [0, 30]
+    assert one.record.world["ranks"][0]["inputs"]["report"]["range"] == [0, 30]

@@ -220,7 +220,7 @@ def test_limit_reaches_every_unit_and_the_record(first_run: tuple[Path, object])
         own = 24 if unit["analysis"] == "prune" else LIMIT  # the smaller of the file's limit and --limit
         assert saved["inputs"]["options"]["limit"] == own, unit["analysis"]
     board = load(out / next(u["path"] for u in record["units"] if u["analysis"] == "leaderboard") / "result")
-    assert board.record["data"]["report"]["sentences"] == LIMIT == board.record["data"]["select"]["sentences"]
+    assert board.record.data["report"]["sentences"] == LIMIT == board.record.data["select"]["sentences"]
 
 
 def test_limit_is_part_of_every_key_and_absent_without_it(experiment: Path) -> None:

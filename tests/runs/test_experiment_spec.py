@@ -63,12 +63,12 @@ def test_reads_models_data_and_analyses(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("old", "new", "message", "line"), [
-    ("js_sentences = 20", "js_sentencez = 20", "unknown option 'js_sentencez' for atlas", 19),
-    ('kind = "prune"', 'kind = "prun"', "unknown kind 'prun'", 26),
-    ('models = ["base"]', 'models = ["bass"]', "unknown name 'bass'", 28),
-    ("title = \"t\"", "titel = \"t\"", "unknown key 'titel'", 3),
-    ("n_resamples = 200", "n_resamples = \"many\"", "n_resamples: expected int", 5),
-    ('treebank = "sample:test"', 'treebank = 3', "treebank must be a file or treebank name", 12),
+    ("js_sentences = 20", "js_sentencez = 20", "analyses.atlas.js_sentencez: unknown option for atlas", 19),
+    ('kind = "prune"', 'kind = "prun"', "analyses.prune-probe.kind: expected a kind, one of .*found \"prun\"", 26),
+    ('models = ["base"]', 'models = ["bass"]', "analyses.prune-probe.models: unknown model 'bass'", 28),
+    ("title = \"t\"", "titel = \"t\"", "experiment.titel: unknown key", 3),
+    ("n_resamples = 200", "n_resamples = \"many\"", "experiment.n_resamples: expected a whole number from 1 to 1000000000, found \"many\"", 5),
+    ('treebank = "sample:test"', 'treebank = 3', "data.sample.treebank: expected a file or treebank name", 12),
     ("[analyses.atlas]", "[analyses.\"at las\"]", "expected letters, digits", None),
 ])
 def test_mistakes_name_the_line(tmp_path: Path, old: str, new: str, message: str, line: int | None) -> None:
@@ -82,7 +82,7 @@ def test_mistakes_name_the_line(tmp_path: Path, old: str, new: str, message: str
 
 def test_managed_arguments_are_not_options(tmp_path: Path) -> None:
     path = _write(tmp_path, GOOD.replace("js_sentences = 20", 'treebank = "x"'))
-    with pytest.raises(ConfigError, match="unknown option 'treebank'"):
+    with pytest.raises(ConfigError, match="analyses.atlas.treebank: unknown option for atlas"):
         read_experiment(path)
 
 

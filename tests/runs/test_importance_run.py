@@ -40,7 +40,7 @@ def test_prune_measures_on_the_report_half_and_chooses_on_the_other(pruned: Any)
 
     _, sentences = read_sentences(str(SAMPLE), 40)
     halves = [half_of(s.sent_id) for s in sentences]
-    inputs = pruned.record["inputs"]
+    inputs = pruned.record.inputs
     assert inputs["report"]["seen"] == halves.count("report") and inputs["select"]["seen"] == halves.count("select")
     assert pruned.curves.selection.endswith("(selection half)") and pruned.curves.data.endswith("(report half)")
     assert pruned.start.data == pruned.curves.selection  # the importance the curves start from: selection data
@@ -99,7 +99,7 @@ def test_importance_cuts_a_long_sentence_and_names_it(tiny: str, tmp_path: Path,
     record = json.loads((out / "run.json").read_text())
     assert record["inputs"]["report"]["cut"] == ["very-long"] and record["inputs"]["report"]["analysed"] == 13
     skipped = importance(tiny, str(treebank), select_on=str(SAMPLE), limit=20, loo=False, device="cpu")
-    assert skipped.record["inputs"]["report"]["skipped"] == ["very-long"]
+    assert skipped.record.inputs["report"]["skipped"] == ["very-long"]
     assert skipped.result.n_sentences == 12
 
 

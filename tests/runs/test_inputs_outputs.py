@@ -77,7 +77,7 @@ def test_truncated_and_windowed_sentences_are_named(tiny_bert: Path, on_long: st
 
     extractor = AttentionExtractor.from_pretrained(tiny_bert, device="cpu", progress=False, on_long=on_long)
     board = leaderboard(extractor, [_short(0), _long(90), _short(1)], min_count=1, select_on="same")
-    inputs = board.record["inputs"]["report"]
+    inputs = board.record.inputs["report"]
     assert inputs[field] == [LONG_ID] and (inputs["seen"], inputs["analysed"]) == (3, analysed)
     assert LONG_ID in board.notes() and field[:6] in board.notes()
 
@@ -174,16 +174,17 @@ def test_run_record_says_how_the_run_was_started(tiny_bert: Path, tmp_path: Path
 
 
 def test_no_git_no_failure(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    import probes.runs.record as record
+    import probes.runs.record as builders
 
-    assert record.git_commit(tmp_path) is None  # not a checkout
+    assert builders.git_commit(tmp_path) is None  # not a checkout
 
     def missing(*args: object, **kwargs: object) -> None:
         raise FileNotFoundError("git")
 
-    monkeypatch.setattr(record.subprocess, "run", missing)
-    assert record.git_commit() is None
-    assert record.run_record("x")["invocation"]["git"] is None
+    monkeypatch.setattr(builders.subprocess, "run", missing)
+    assert builders.git_commit() is None
+    made = builders.run_record("x")
+    assert made.invocation is not None and made.invocation.git is None and made.commit is None
 
 
 # ---------------------------------------------------------------------------------- item 10: progress
@@ -194,8 +195,8 @@ def test_leaderboard_progress_is_labelled_by_split_with_totals(tiny_bert: Path,
     leaderboard(str(tiny_bert), [_short(k) for k in range(5)], select_on=[_short(k) for k in range(3)],
                 min_count=1, device="cpu", progress=True)
     err = capfd.readouterr().err
-    assert "selection split:   0%" in err and "0/3" in err and "3/3" in err  # a total from the first update
-    assert "report split:   0%" in err and "0/5" in err and "5/5" in err
+    assert "selection split (selection data):   0%" in err and "0/3" in err and "3/3" in err  # a total at once
+    assert "report split (report data):   0%" in err and "0/5" in err and "5/5" in err
     assert err.index("selection split") < err.index("report split")
 
 
@@ -209,8 +210,8 @@ def test_coreference_progress_counts_documents_with_a_total(tiny_bert: Path, fix
                      select_on="same")
     err = capfd.readouterr().err
     assert "tiny_gum.conllu (documents):   0%" in err and f"0/{n_docs}" in err and f"{n_docs}/{n_docs}" in err
-    inputs = run.record["inputs"]["report"]
-    assert inputs["unit"] == "windows" and inputs["seen"] == run.record["data"]["windows"] > n_docs
+    inputs = run.record.inputs["report"]
+    assert inputs["unit"] == "windows" and inputs["seen"] == run.record.data["windows"] > n_docs
     assert inputs["seen"] == inputs["analysed"] + inputs["n_skipped"] + inputs["n_truncated"]
     assert "windows analysed" in run.notes()
 
@@ -234,6 +235,6 @@ def test_a_store_names_the_sentences_its_extraction_skipped(tiny_bert: Path, tmp
     extractor = AttentionExtractor.from_pretrained(tiny_bert, device="cpu", progress=False)
     extract_to_store(extractor, [_short(0), _long(), _short(1)], tmp_path / "store", progress=False)
     board = leaderboard(store=tmp_path / "store", min_count=1, select_on="same")
-    inputs = board.record["inputs"]["report"]
+    inputs = board.record.inputs["report"]
     assert (inputs["seen"], inputs["analysed"], inputs["skipped"]) == (3, 2, [LONG_ID])
     assert LONG_ID in board.notes()

@@ -164,8 +164,8 @@ def test_library_run_from_a_model_equals_pairs_and_writes_nothing(tmp_path, monk
     monkeypatch.chdir(tmp_path)
     board = leaderboard(extractor, sentences, min_count=1)
     direct = leaderboard_from_pairs(extractor.iter_attention(sentences), min_count=1)
-    assert board.rows == direct.rows and board.record["data"]["report"] == {"sentences": 4}
-    assert board.record["extraction_report"]["n_yielded"] == 4 and "versions" in board.record
+    assert board.rows == direct.rows and board.record.data["report"] == {"sentences": 4}
+    assert board.record.detail("extraction_report")["n_yielded"] == 4 and board.record.has("versions")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # nothing written
 
 
@@ -179,7 +179,7 @@ def test_extra_analyses_run_in_the_same_pass_and_are_saved(tmp_path):
     board = leaderboard_from_pairs(pairs, select_pairs=_pairs(10), min_count=1, analyses=["specials"])
     alone = stream(pairs, {"specials": AttentionToSpecials()})["specials"]
     assert set(board.analyses) == {"specials"} and equal(board.analyses["specials"], alone)
-    assert alone.n_items == len(pairs) and board.record["options"]["analyses"] == ["specials"]
+    assert alone.n_items == len(pairs) and board.record.options["analyses"] == ["specials"]
     paths = board.write(tmp_path, figures=False)
     assert equal(load(paths["analyses/specials"]), alone)
     assert "analyses/specials" in json.loads((tmp_path / "run.json").read_text())["files"]
@@ -209,11 +209,11 @@ def test_default_is_split_selection_in_one_pass_and_records_it(tmp_path):
     in_select = sum(half_of(s.sent_id) == "select" for s, _ in pairs)
     assert board.selection_mode == "split" and board.held_out_selection
     assert (board.select.n_units, board.report.n_units) == (in_select, 80 - in_select)
-    assert 0 < in_select < 80 and board.record["halves"] == {"select": in_select, "report": 80 - in_select}
-    inputs = board.record["inputs"]
+    assert 0 < in_select < 80 and board.record.detail("halves") == {"select": in_select, "report": 80 - in_select}
+    inputs = board.record.inputs
     assert (inputs["select"]["analysed"], inputs["report"]["analysed"]) == (in_select, 80 - in_select)
     assert all(r.selection == "split" and r.selected_on == "rep (selection half)" for r in board.rows)
-    assert board.record["selection"] == {"mode": "split", "selected_on": "rep (selection half)",
+    assert board.record.detail("selection") == {"mode": "split", "selected_on": "rep (selection half)",
                                          "reported_on": "rep (report half)", "rule": SPLIT_RULE}
     # the reported numbers are those of the report half only
     obj = next(r for r in board.rows if r.relation == "obj")

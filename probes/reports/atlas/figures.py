@@ -64,12 +64,14 @@ def _figure(width: float, height: float, *, left: float = 0.6, right: float = 0.
 def _save_once(fig: Any, path: str | Path) -> Path:
     """Save ``fig`` at :data:`DPI` in the format of the suffix, drawn once (margins are fixed by :func:`_figure`)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     kwargs = {"metadata": {"Date": None}} if path.suffix.lower() == ".svg" else {}  # reproducible SVG files
     from matplotlib import rc_context
 
-    with rc_context({"svg.fonttype": "none", "pdf.fonttype": 42}):  # text stays text, as figures._save keeps it
-        fig.savefig(path, dpi=DPI, **kwargs)
+    from probes.reports.atomic import atomic_path  # whole or not at all
+    from probes.reports.figures import figure_suffix
+
+    with rc_context({"svg.fonttype": "none", "pdf.fonttype": 42}), atomic_path(path) as tmp:  # text stays text
+        fig.savefig(tmp, format=figure_suffix(path), dpi=DPI, **kwargs)
     return path
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ import numpy.typing as npt
 from probes.errors import InputError
 from probes.extraction.attention import TokenAttention
 from probes.reports.atlas.figures import pool_to_words
+from probes.reports.escape import script_json
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -176,7 +176,7 @@ def _summary(summary: Mapping[str, Any] | Sequence[tuple[str, Any]]) -> str:
 def _head_view_section(example: ExampleMaps) -> str:
     """The interactive head view's controls and canvases (drawn by the inline script)."""
     name = html.escape(example.name)
-    return (f'<p>Example: <b>{name}</b> ({example.level} level, {len(example.labels)} positions). '
+    return (f'<p>Example: <b>{name}</b> ({html.escape(example.level)} level, {len(example.labels)} positions). '
             "Choose a layer and a head (both 1-based). Each token on the left attends to the tokens on the right; "
             "a line's opacity is the weight. Hover over a token to see only its lines.</p>"
             '<div class="controls"><label>layer <select id="hv-layer"></select></label> '
@@ -327,11 +327,13 @@ _SCRIPT = r"""
 
 
 def _page(title: str, sections: Sequence[tuple[str, str, str]], data: Mapping[str, Any]) -> str:
-    """A whole page: ``sections`` are ``(anchor, heading, body html)``; ``data`` is embedded as JSON for the script."""
-    payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
-    nav = " ".join(f'<a href="#{a}">{html.escape(h)}</a>' for a, h, _ in sections) if len(sections) > 1 else ""
-    body = "".join(f'<section id="{a}">' + (f"<h2>{html.escape(h)}</h2>" if h else "") + f"{content}</section>"
-                   for a, h, content in sections)
+    """A whole page: ``sections`` are ``(anchor, heading, body html)``; ``data`` is embedded as JSON for the script
+    (through :func:`~probes.reports.escape.script_json`, so no text in it can end or open a script element)."""
+    payload = script_json(data)
+    nav = " ".join(f'<a href="#{html.escape(a)}">{html.escape(h)}</a>' for a, h, _ in sections) \
+        if len(sections) > 1 else ""
+    body = "".join(f'<section id="{html.escape(a)}">' + (f"<h2>{html.escape(h)}</h2>" if h else "")
+                   + f"{content}</section>" for a, h, content in sections)
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
             f'<link rel="icon" href="data:,"><title>{html.escape(title)}</title><style>{_CSS}</style></head>'
@@ -388,11 +390,10 @@ def write_atlas_html(path: str | Path, heads: pd.DataFrame, *, title: str,
         example: one sentence's maps, for each card's mini map and the head view.
         notes: paragraphs added to the summary.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(atlas_html(heads, title=title, summary=summary, figures=figures, example=example, notes=notes),
-                    encoding="utf-8")
-    return path
+    from probes.reports.atomic import write_text  # whole or not at all
+
+    return write_text(Path(path), atlas_html(heads, title=title, summary=summary, figures=figures, example=example,
+                                             notes=notes))
 
 
 def head_view_html(weights: npt.ArrayLike, labels: Sequence[str], *, title: str = "Head view", name: str = "",
@@ -412,7 +413,6 @@ def write_head_view(path: str | Path, weights: npt.ArrayLike, labels: Sequence[s
         labels: the ``n`` tokens (or words, with ``level="word"``).
         name: what the sentence is (its id), shown above the view.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(head_view_html(weights, labels, title=title, name=name, level=level), encoding="utf-8")
-    return path
+    from probes.reports.atomic import write_text  # whole or not at all
+
+    return write_text(Path(path), head_view_html(weights, labels, title=title, name=name, level=level))

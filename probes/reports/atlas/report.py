@@ -12,14 +12,16 @@ from typing import Any
 from probes.reports.atlas.table import ROLE_RULES
 from probes.reports.atlas.text import RULES, findings
 from probes.reports.writer import OutputFolder
-from probes.reports.tables import markdown_table, write_csv
+from probes.reports.escape import md_label, md_no_html
+from probes.reports.tables import markdown_table, md_heading, write_csv
+from probes.run_record import RunRecord
 
 __all__ = ["write_atlas", "atlas_markdown"]
 
 
 def _title(atlas: Any) -> str:
-    data = atlas.record.get("data", {})
-    return f"Head atlas: {atlas.record.get('model', 'model')} on {data.get('name', data.get('treebank', 'the data'))}"
+    data = atlas.record.data or {}
+    return f"Head atlas: {atlas.record.detail('model', 'model')} on {data.get('name', data.get('treebank', 'the data'))}"
 
 
 def _figures(atlas: Any, table: Any, folder: Path, suffix: str = "png") -> dict[str, Path]:
@@ -33,7 +35,7 @@ def _figures(atlas: Any, table: Any, folder: Path, suffix: str = "png") -> dict[
         write_sentence_heads,
     )
 
-    name = atlas.record.get("model", "model")
+    name = atlas.record.detail("model", "model")
     out = {
         "Attention to kinds of tokens per layer (Clark et al. Fig. 2)":
             write_attention_targets(table, folder / f"attention_targets.{suffix}", title=f"{name}: where heads attend"),
@@ -61,11 +63,11 @@ def _notes(atlas: Any) -> list[str]:
     lines.append(f"patterns: Kovaleva et al.'s five classes by documented rules (probes.analysis.patterns); agreement "
                  f"with {AGREEMENT['n_all']} hand-labelled real maps: Cohen's kappa {AGREEMENT['kappa_heldout']:.2f} "
                  f"on the {AGREEMENT['n_heldout']} maps held out from calibration")
-    lines.append(f"groups: {record.get('groups', {}).get('rule', '')}; distances from "
-                 f"{record.get('groups', {}).get('distance_sentences')} sentences")
+    groups = record.detail("groups", {})
+    lines.append(f"groups: {groups.get('rule', '')}; distances from {groups.get('distance_sentences')} sentences")
     lines.append(f"best relation: {_profile_rule()}")
     lines += [f"finding ({key}): {rule}" for key, rule in RULES.items()]
-    selection = (record.get("leaderboard") or {}).get("selection") or {}
+    selection = (record.detail("leaderboard") or {}).get("selection") or {}
     if selection:
         lines.append(f"leaderboard selection: {selection.get('mode')} (selected on {selection.get('selected_on')}, "
                      f"reported on {selection.get('reported_on')})")
@@ -91,22 +93,23 @@ def atlas_markdown(atlas: Any, figures: dict[str, Path], out: Path, table: Any =
     """``atlas.md``: the findings beside Clark et al.'s, the figures, the notable heads and the rules."""
     table = atlas.heads_table() if table is None else table
     found = findings(atlas) if found is None else found
-    parts = [f"# {_title(atlas)}\n", "Layers and heads are 1-based (`layer-head`). One row per head: `heads.csv`; "
+    parts = [f"# {md_heading(_title(atlas))}\n",
+             "Layers and heads are 1-based (`layer-head`). One row per head: `heads.csv`; "
              "everything interactive: `atlas.html`.\n", "## Findings beside Clark et al. 2019 (BERT-base)\n",
              _markdown([f.as_dict() for f in found]), ""]
     for caption, path in figures.items():
-        parts.append(f"### {caption}\n\n![{caption}]({path.relative_to(out).as_posix()})\n")
+        parts.append(f"### {md_heading(caption)}\n\n![{md_label(caption)}]({path.relative_to(out).as_posix()})\n")
     notable = table[(table["positional"] != 0) | table["rare_word"] | table["syntactic"]]
     columns = ["head_name", "pattern", "confidence", "positional", "rare_word", "syntactic_relations",
                "best_relation", "best_accuracy", "best_margin", "cluster"]
     if len(notable):
         rows = notable[[c for c in columns if c in notable.columns]].to_dict("records")
         parts += ["## Heads with a role\n", _markdown(rows), ""]
-    parts += ["## Rules\n", *[f"- {line}" for line in _notes(atlas)], ""]
+    parts += ["## Rules\n", *[f"- {md_no_html(line)}" for line in _notes(atlas)], ""]
     return "\n".join(parts)
 
 
-def write_atlas(folder: OutputFolder, atlas: Any) -> dict[str, Any]:
+def write_atlas(folder: OutputFolder, atlas: Any) -> RunRecord:
     """Write every file of an atlas into ``folder`` (see the module); the run record to write last. The figures
     are PNG (``atlas.html`` embeds them), and also ``folder.figure_format`` (``svg``, ``pdf``) when another is asked for."""
     from probes.reports.atlas.html import ExampleMaps, write_atlas_html, write_head_view
@@ -129,6 +132,4 @@ def write_atlas(folder: OutputFolder, atlas: Any) -> dict[str, Any]:
     folder.list_only(*atlas.board.write(out / "leaderboard", figures=False, overwrite=True).values())
     folder.save("atlas", atlas)
     folder.add(*figures.values(), *extra)
-    record = dict(atlas.record)
-    record["timings"] = {**record.get("timings", {}), "writing_s": folder.seconds()}
-    return record
+    return atlas.record.with_timings(writing_s=folder.seconds())

@@ -37,8 +37,10 @@ from probes.reports.experiment.text import (
     fmt,
     limits,
 )
+from probes.reports.escape import md_heading, md_label, md_no_html, md_text
 from probes.reports.tables import markdown_table, write_csv
 from probes.reports.writer import OutputFolder, check_figure_format
+from probes.run_record import RunRecord
 
 __all__ = ["write_experiment", "write_experiment_report", "report_blocks", "report_markdown", "report_html", "table_cells", "csv_rows",
            "Table", "FIGURE_STEMS"]
@@ -239,20 +241,23 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", str(text)).strip("-") or "data"
 
 
-def _name(record: Mapping[str, Any]) -> str:
+def _name(record: RunRecord) -> str:
     """The experiment's name for titles."""
-    return str((record.get("experiment") or {}).get("name") or "experiment")
+    return str((record.detail("experiment") or {}).get("name") or "experiment")
 
 
-def _draw(comparison: Comparison, record: Mapping[str, Any], folder: Path, suffix: str) -> dict[str, tuple[str, Path]]:
+def _draw(comparison: Comparison, record: RunRecord, folder: Path, suffix: str) -> dict[str, tuple[str, Path]]:
     """Every figure the Comparison has rows for, as ``suffix`` files: ``stem -> (caption, path)``."""
     from probes.reports.experiment import figures as ef
 
     c, name, out = comparison, _name(record), {}
     styles = ef.model_styles(c.models)
+    from probes.reports.names import safe_names
+
+    stems = safe_names((r.data for r in c.best_heads), usual=lambda d: f"best_heads_{_slug(d)}")  # distinct names
     for data in dict.fromkeys(r.data for r in c.best_heads):
         rows = [r for r in c.best_heads if r.data == data]
-        stem = f"best_heads_{_slug(data)}"
+        stem = stems[str(data)]
         caption = f"Best head per relation on {data}: accuracy with its interval, and the head's relative depth"
         out[stem] = (caption, ef.write_best_heads(rows, folder / f"{stem}.{suffix}", styles=styles,
                                                   title=f"{name}: {caption}"))
@@ -285,9 +290,9 @@ def _data_label(spec: Any) -> str:
     return text if text.startswith(("ud:", "sample:")) else Path(text).name
 
 
-def _what_ran(comparison: Comparison, record: Mapping[str, Any]) -> str:
+def _what_ran(comparison: Comparison, record: RunRecord) -> str:
     """The paragraph of what ran: models, data, analyses, units, where heads were selected, intervals, tests."""
-    models = record.get("models") or {}
+    models = record.detail("models") or {}
     described = []
     for model, info in comparison.models.items():
         facts = {**info, **models.get(model, {})}
@@ -296,8 +301,8 @@ def _what_ran(comparison: Comparison, record: Mapping[str, Any]) -> str:
         described.append(f"{model} ({facts.get('kind', 'trained')}, `{facts.get('spec', model)}`{size})")
     data = [f"{name} (`{_data_label(spec.get('treebank', spec.get('corpus', '-')))}`, heads selected on "
             f"{_data_label(spec.get('select_on')) if spec.get('select_on') else 'a half of the same data'})"
-            for name, spec in (record.get("data") or {}).items()]
-    units = list(record.get("units") or [])
+            for name, spec in (record.data or {}).items()]
+    units = list(record.detail("units") or [])
     analyses = dict.fromkeys(f"{u.get('analysis')} ({u.get('kind')})" for u in units)
     reused = sum(bool(u.get("reused")) for u in units)
     where = sorted({(r.selected_on, r.reported_on) for r in (*comparison.best_heads, *comparison.specialisation)})
@@ -307,15 +312,15 @@ def _what_ran(comparison: Comparison, record: Mapping[str, Any]) -> str:
             f"Heads: {where_text}. Intervals are 95% percentile bootstrap intervals (over sentences unless a table "
             f"says otherwise). Tests: {len(comparison.tests)} in the report's family, Holm-corrected together; every "
             f"table's footer says how many tests it holds. In everything a person reads here, {INDEXING_NOTE}.")
-    description = (record.get("experiment") or {}).get("description")
+    description = (record.detail("experiment") or {}).get("description")
     return f"{description.strip()} {text}" if description else text
 
 
-def _units_table(record: Mapping[str, Any], out: Path, run_dir: Path) -> Table:
+def _units_table(record: RunRecord, out: Path, run_dir: Path) -> Table:
     """The units: analysis, kind, model, data, re-used or computed, seconds, a link to the unit's folder."""
     cells, sort = [], []
     linked = out.resolve() == run_dir.resolve()
-    for unit in record.get("units") or []:
+    for unit in record.detail("units") or []:
         folder = str(unit.get("path", ""))
         # a link only where the report sits in its run folder; a copy elsewhere names the folder as text
         href = Path(os.path.relpath(run_dir / folder, out)).as_posix() if folder and linked else ""
@@ -325,8 +330,8 @@ def _units_table(record: Mapping[str, Any], out: Path, run_dir: Path) -> Table:
                 ((f"[{folder}]({href})" if href else f"`{folder}`") if folder else "-", folder)]
         cells.append(tuple(t for t, _ in row))
         sort.append(tuple(s for _, s in row))
-    n_reused = sum(bool(u.get("reused")) for u in record.get("units") or [])
-    where = (record.get("experiment") or {}).get("out", "the run folder")
+    n_reused = sum(bool(u.get("reused")) for u in record.detail("units") or [])
+    where = (record.detail("experiment") or {}).get("out", "the run folder")
     note = (f"{len(cells)} units, {n_reused} re-used from earlier runs; no tests"
             + ("." if linked else f"; folders are inside the run folder ({where}), which this copy of the report "
                "does not hold.")) if cells else ""
@@ -382,10 +387,11 @@ def _cross_blocks(comparison: Comparison, figures: Mapping[str, tuple[str, Path]
     return blocks
 
 
-def report_blocks(comparison: Comparison, record: Mapping[str, Any], figures: Mapping[str, tuple[str, Path]],
+def report_blocks(comparison: Comparison, record: RunRecord | Mapping[str, Any], figures: Mapping[str, tuple[str, Path]],
                   out: Path, run_dir: Path | None = None) -> list[Block]:
     """The report's content in order, as blocks both renderers share (see the module docstring for the layout)."""
-    answered = bool(record.get("seed_questions", True))
+    record = RunRecord.of(record)  # a mapping as run.json holds it will do
+    answered = bool(record.detail("seed_questions", True))
     blocks: list[Block] = [("p", _what_ran(comparison, record))]
     if answered:
         blocks += _answer_blocks(comparison, figures)
@@ -406,31 +412,33 @@ _SEED_TABLES = ("spread", "specialisation", "redundancy", "consistency", "tests"
 
 
 def _md_cell(text: str) -> str:
-    """A Markdown table cell: pipes escaped, no line breaks."""
-    return text.replace("|", "\\|").replace("\n", " ")
+    """A Markdown table cell: pipes escaped, no line breaks, no raw HTML (its links and code kept)."""
+    return md_no_html(text).replace("|", "\\|")
 
 
 def _markdown_block(kind: str, value: Any, out: Path) -> str:
     """One block as Markdown."""
     if kind in ("h2", "h3"):
-        return f"{'#' * int(kind[1])} {value}\n"
+        return f"{'#' * int(kind[1])} {md_heading(value)}\n"
     if kind == "p":
-        return f"{value}\n"
+        return f"{md_no_html(value)}\n"
     if kind == "list":
-        return "\n".join(f"- {item}" for item in value) + "\n"
+        return "\n".join(f"- {md_no_html(item)}" for item in value) + "\n"
     if kind == "figure":
         caption, path = value
-        return f"![{caption}]({Path(os.path.relpath(path, out)).as_posix()})\n\n*{caption}*\n"
+        return f"![{md_label(caption)}]({Path(os.path.relpath(path, out)).as_posix()})\n\n*{md_text(caption)}*\n"
     table: Table = value
     if not table.cells:
-        return f"#### {table.title}\n\nNot computed: {table.empty}\n"
+        return f"#### {md_heading(table.title)}\n\nNot computed: {md_no_html(table.empty)}\n"
     rows = [dict(zip(table.headers, map(_md_cell, cells))) for cells in table.cells]
-    return f"#### {table.title}\n\n{markdown_table(rows, list(table.headers))}\n_{table.footer}_\n"
+    body = markdown_table(rows, list(table.headers), headers=[_md_cell(h) for h in table.headers], escape=False)
+    return (f"#### {md_heading(table.title)}\n\n{body}"
+            f"\n_{md_no_html(table.footer)}_\n")
 
 
 def report_markdown(title: str, blocks: Sequence[Block], out: Path) -> str:
     """``report.md``: the title and every block."""
-    return "\n".join([f"# {title}\n", *(_markdown_block(kind, value, out) for kind, value in blocks)])
+    return "\n".join([f"# {md_heading(title)}\n", *(_markdown_block(kind, value, out) for kind, value in blocks)])
 
 
 _LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
@@ -443,7 +451,16 @@ def _inline(text: str) -> str:
     """Text with Markdown's inline code and links as HTML (everything else escaped)."""
     escaped = html.escape(str(text), quote=True)
     escaped = _CODE.sub(r"<code>\1</code>", escaped)
-    return _LINK.sub(r'<a href="\2">\1</a>', escaped)
+    return _LINK.sub(_link, escaped)
+
+
+def _link(match: re.Match[str]) -> str:
+    """A Markdown link as HTML when its target is a relative path or an http(s) address; else its text as it was
+    (a ``javascript:`` target from a model name must not become a link)."""
+    text, href = match.groups()
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", html.unescape(href)) and not re.match(r"https?:", href, re.I):
+        return match.group()
+    return f'<a href="{href}">{text}</a>'
 
 
 def _sort_key(value: Any) -> str:
@@ -506,7 +523,7 @@ def _clear_stale(out: Path) -> None:
             path.unlink()
 
 
-def write_experiment_report(comparison: Comparison, record: Mapping[str, Any], out_dir: str | Path, *,
+def write_experiment_report(comparison: Comparison, record: RunRecord | Mapping[str, Any], out_dir: str | Path, *,
                             figure_format: str = "png", run_dir: str | Path | None = None) -> dict[str, Path]:
     """Write ``report.md``, ``report.html``, ``figures/`` and ``tables/*.csv`` of an experiment; the paths by name.
 
@@ -518,7 +535,7 @@ def write_experiment_report(comparison: Comparison, record: Mapping[str, Any], o
         run_dir: the folder the units' ``path`` is relative to (default ``out_dir``), for the links.
     """
     check_figure_format(figure_format)
-    t0 = time.perf_counter()
+    t0, record = time.perf_counter(), RunRecord.of(record)  # a mapping as run.json holds it will do
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     _clear_stale(out)
@@ -529,20 +546,20 @@ def write_experiment_report(comparison: Comparison, record: Mapping[str, Any], o
         rows = csv_rows(table, comparison)
         if rows:
             paths[f"tables/{table}.csv"] = write_csv(rows, out / "tables" / f"{table}.csv")
-    experiment = record.get("experiment") or {}
+    experiment = record.detail("experiment") or {}
     title = str(experiment.get("title") or f"Experiment {_name(record)}")
     blocks = report_blocks(comparison, record, figures, out, Path(run_dir) if run_dir is not None else None)
-    paths["report.md"] = out / "report.md"
-    paths["report.md"].write_text(report_markdown(title, blocks, out), encoding="utf-8")
-    paths["report.html"] = out / "report.html"
-    paths["report.html"].write_text(report_html(title, blocks), encoding="utf-8")
+    from probes.reports.atomic import write_text  # whole or not at all
+
+    paths["report.md"] = write_text(out / "report.md", report_markdown(title, blocks, out))
+    paths["report.html"] = write_text(out / "report.html", report_html(title, blocks))
     for _, path in [*figures.values(), *extra.values()]:
         paths[f"figures/{path.name}"] = path
     log.info("experiment report written to %s in %.1f s", out, time.perf_counter() - t0)
     return paths
 
 
-def write_experiment(folder: OutputFolder, run: Any, run_dir: str | Path | None = None) -> Mapping[str, Any]:
+def write_experiment(folder: OutputFolder, run: Any, run_dir: str | Path | None = None) -> RunRecord:
     """Write an experiment run's report (:func:`write_experiment_report`) and its saved comparison
     (``comparison/``) into ``folder``; the run record to write last (``run_dir``: as there)."""
     folder.add_all(write_experiment_report(run.comparison, run.record, folder.root,

@@ -13,7 +13,7 @@ heads are 0-based in the Comparison and 1-based (``layer-head``) in every senten
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from probes.compare.inputs import depth
@@ -345,7 +345,7 @@ def _model_rules(comparison: Comparison) -> list[str]:
     return rules
 
 
-def limits(comparison: Comparison, record: Mapping[str, Any] | None = None) -> list[str]:
+def limits(comparison: Comparison, record: Any = None) -> list[str]:
     """What the evidence cannot tell: the Comparison's notes, then rules of this module that apply (deduplicated).
 
     Rules: when the Comparison has no notes of its own (they describe the models), one trained model (nothing

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from probes.reports.writer import OutputFolder
-from probes.reports.tables import write_csv
+from probes.reports.tables import md_cell, write_csv
+from probes.run_record import RunRecord
 
 __all__ = ["write_importance", "write_pruning", "importance_summary", "pruning_summary", "leaderboard_markdown"]
 
@@ -39,15 +40,15 @@ def _table(frame: Any, path: Path) -> Path:
     return write_csv(frame.to_dict("records"), path, columns=list(frame.columns))
 
 
-def _finish(run: Any, folder: OutputFolder, name: str, text: str, figures: dict[str, Path]) -> dict[str, Any]:
+def _finish(run: Any, folder: OutputFolder, name: str, text: str, figures: dict[str, Path]) -> RunRecord:
     """Write ``NAME.md`` (``text`` and the figure links) and the result under ``NAME/``; the run record to write."""
     folder.text(f"{name}.md", text + _figure_lines(figures, folder.root))
     folder.add_all(figures.values())
     folder.save(name, run)
-    return {**run.record, "timings": {**run.record.get("timings", {}), "writing_s": folder.seconds()}}
+    return RunRecord.of(run.record).with_timings(writing_s=folder.seconds())
 
 
-def write_importance(folder: OutputFolder, run: Any) -> dict[str, Any]:
+def write_importance(folder: OutputFolder, run: Any) -> RunRecord:
     """Every file of a :class:`~probes.runs.importance.HeadImportance` (see the module); the run record."""
     from probes.reports.importance.report import importance_markdown
 
@@ -76,7 +77,8 @@ def leaderboard_markdown(table: dict[str, Any] | None) -> str:
              "", f"Rule: {table['rule']}. Layers and heads 1-based.", "",
              "| relation | direction | head | accuracy unpruned | accuracy pruned | change |", "|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['relation']} | {r['direction']} | {r['layer']}-{r['head']} | {r['accuracy_unpruned']:.3f} | "
+        lines.append(f"| {md_cell(r['relation'])} | {md_cell(r['direction'])} | {r['layer']}-{r['head']} | "
+                     f"{r['accuracy_unpruned']:.3f} | "
                      f"{r['accuracy_pruned']:.3f} | {r['accuracy_pruned'] - r['accuracy_unpruned']:+.3f} |")
     changes = [abs(r["accuracy_pruned"] - r["accuracy_unpruned"]) for r in rows]
     scored = [c for c in changes if math.isfinite(c)]
@@ -90,7 +92,7 @@ def leaderboard_markdown(table: dict[str, Any] | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_pruning(folder: OutputFolder, run: Any) -> dict[str, Any]:
+def write_pruning(folder: OutputFolder, run: Any) -> RunRecord:
     """Every file of a :class:`~probes.runs.importance.Pruning` (see the module); the run record."""
     from probes.reports.importance.figures import write_one_per_layer, write_pruning_curves
     from probes.reports.importance.report import pruning_markdown
@@ -112,15 +114,15 @@ def write_pruning(folder: OutputFolder, run: Any) -> dict[str, Any]:
     return _finish(run, folder, "pruning", text, figures)
 
 
-def _input_lines(record: dict[str, Any] | None) -> list[str]:
+def _input_lines(record: RunRecord | None) -> list[str]:
     """The sentences skipped or cut, one line per split (as every command's summary says them)."""
     from probes.reports.inputs import inputs_lines
 
-    inputs = (record or {}).get("inputs")
+    inputs = RunRecord.of(record).inputs
     return [f"  {line}" for line in inputs_lines(inputs)] if inputs else []
 
 
-def importance_summary(result: Any, *, model: str, top: int = 5, record: dict[str, Any] | None = None) -> str:
+def importance_summary(result: Any, *, model: str, top: int = 5, record: RunRecord | None = None) -> str:
     """A few lines for the terminal: the most important heads and the rank correlation (1-based heads)."""
     import numpy as np
 
@@ -141,7 +143,7 @@ def importance_summary(result: Any, *, model: str, top: int = 5, record: dict[st
     return "\n".join(lines + _input_lines(record)) + "\n"
 
 
-def pruning_summary(curves: Any, *, model: str, record: dict[str, Any] | None = None) -> str:
+def pruning_summary(curves: Any, *, model: str, record: RunRecord | None = None) -> str:
     """A few lines for the terminal: per curve, the fraction of heads removable within 5% of the objective."""
     base = float(curves.curve(curves.curves[0])[0])
     rule = "an absolute 0.05, the unpruned loss being 0" if abs(base) < 1e-6 else "5% of the unpruned loss"

@@ -18,7 +18,8 @@ import numpy as np
 import numpy.typing as npt
 
 from probes.errors import InputError
-from probes.reports.tables import markdown_table
+from probes.reports.tables import markdown_table, md_heading, md_text
+from probes.run_record import RunRecord
 
 if TYPE_CHECKING:  # pragma: no cover
     from probes.importance.pruning import OnePerLayer, PruningResult
@@ -55,15 +56,15 @@ def _percent(confidence: float) -> str:
     return f"{100 * confidence:g}%"
 
 
-def _inputs(record: Mapping[str, Any]) -> list[str]:
+def _inputs(record: RunRecord) -> list[str]:
     """Lines naming the sentences skipped or cut, from the record's ``inputs`` section (when it has one)."""
     from probes.reports.inputs import inputs_lines
 
-    inputs = record.get("inputs")
+    inputs = RunRecord.of(record).inputs
     if not isinstance(inputs, Mapping) or not inputs:
         return []
     try:
-        return [f"- {line}" for line in inputs_lines(inputs, limit=None)]
+        return [f"- {md_text(line)}" for line in inputs_lines(inputs, limit=None)]
     except (KeyError, TypeError, AttributeError):  # a record in another shape: say nothing rather than fail
         return []
 
@@ -113,12 +114,13 @@ def _abs_rank(result: ImportanceResult) -> str:
     return text
 
 
-def _importance_summary(result: ImportanceResult, record: Mapping[str, Any]) -> list[str]:
+def _importance_summary(result: ImportanceResult, record: RunRecord) -> list[str]:
     from probes.importance.scores import GAUSS_NEWTON_RULE, IMPORTANCE_RULE
 
     n_layers, n_heads = len(result.layers), len(result.heads)
     loo_run = bool(np.isfinite(np.asarray(result.loo_effect, float)).any())
-    lines = [f"- objective: `{result.objective}`; data: {result.data} ({result.n_sentences} sentences); base loss "
+    lines = [f"- objective: `{result.objective}`; data: {md_text(result.data)} ({result.n_sentences} sentences); "
+             "base loss "
              f"of the unmodified model: {number(result.base_loss)}",
              f"- {n_layers * n_heads} heads ({n_layers} layers x {n_heads} heads), every head scored on the same "
              "data (no head is chosen on it)",
@@ -132,12 +134,13 @@ def _importance_summary(result: ImportanceResult, record: Mapping[str, Any]) -> 
     return lines + _inputs(record)
 
 
-def importance_markdown(result: ImportanceResult, *, model: str, record: Mapping[str, Any]) -> str:
+def importance_markdown(result: ImportanceResult, *, model: str, record: RunRecord) -> str:
     """``importance.md``: summary, the top heads by importance and by leave-one-out effect, rank correlation."""
     importance = np.asarray(result.importance, dtype=float)
     loo = np.asarray(result.loo_effect, dtype=float)
     columns = ["rank", "head", "importance", "raw importance", "loo effect", "loo low", "loo high"]
-    parts = [f"# Head importance: {model}, {result.objective} objective on {result.data}\n", _INDEXING + "\n",
+    parts = [f"# Head importance: {md_heading(model)}, {result.objective} objective on {md_heading(result.data)}\n",
+             _INDEXING + "\n",
              "## What was computed\n", *_importance_summary(result, record), "",
              f"## The {TOP_K} most important heads (gradient importance)\n",
              markdown_table(_top_rows(result, importance), columns)]
@@ -225,7 +228,7 @@ def _curve_tables(result: PruningResult) -> list[str]:
                             "random max": number(band[2][s])})
             row.update({name: number(values[s]) for name, values in curves.items()})
             rows.append(row)
-        out += [f"### {metric}\n", markdown_table(rows, list(rows[0]))]
+        out += [f"### {md_heading(metric)}\n", markdown_table(rows, list(rows[0]))]
     return out
 
 
@@ -245,7 +248,7 @@ def _one_per_layer_table(result: OnePerLayer) -> list[str]:
             "bootstrap interval over sentences.\n", markdown_table(rows, list(rows[0]))]
 
 
-def _pruning_summary(result: PruningResult, record: Mapping[str, Any]) -> list[str]:
+def _pruning_summary(result: PruningResult, record: RunRecord) -> list[str]:
     from probes.importance.pruning import PRUNING_RULE
 
     n_layers, n_heads = len(result.layers), len(result.heads)
@@ -253,21 +256,22 @@ def _pruning_summary(result: PruningResult, record: Mapping[str, Any]) -> list[s
     scores = [c for c in result.curves if c != "importance" and not c.startswith("random:")]
     sides = ", ".join(f"{m} ({'higher' if h else 'lower'} is better)" for m, h in zip(result.metrics,
                                                                                       result.higher_is_better))
-    return [f"- objective: `{result.objective}`; curves measured on {result.data}; importance and orders chosen on "
-            f"{result.selection}",
+    return [f"- objective: `{result.objective}`; curves measured on {md_text(result.data)}; importance and orders "
+            f"chosen on {md_text(result.selection)}",
             f"- {n_layers * n_heads} heads ({n_layers} layers x {n_heads} heads); {len(result.fractions)} steps of "
             f"{number(100 * result.step)}% of the heads; removed heads: `{result.ablation}` ablation",
             f"- curves: {', '.join(f'`{c}`' for c in result.curves)} ({len(randoms)} random orders; score orders: "
             f"{', '.join(scores) or 'none'}); importance order: `{result.importance}`",
-            f"- metrics: {sides}; each value is the mean over the sentences of {result.data}",
+            f"- metrics: {sides}; each value is the mean over the sentences of {md_text(result.data)}",
             f"- {PRUNING_RULE}", f"- {BAND_RULE}", *_inputs(record)]
 
 
-def pruning_markdown(result: PruningResult, *, model: str, record: Mapping[str, Any]) -> str:
+def pruning_markdown(result: PruningResult, *, model: str, record: RunRecord) -> str:
     """``pruning.md``: summary, fraction removable per curve, the curves against the random band, one head per
     layer, and the curves."""
     removable = markdown_table(_removable_rows(result), ["curve", *[f"removable ({m})" for m in result.metrics]])
-    parts = [f"# Pruning curves: {model}, {result.objective} objective on {result.data}\n", _INDEXING + "\n",
+    parts = [f"# Pruning curves: {md_heading(model)}, {result.objective} objective on {md_heading(result.data)}\n",
+             _INDEXING + "\n",
              "## What was computed\n", *_pruning_summary(result, record), "",
              f"## Heads removable within {100 * TOLERANCE:g}%\n",
              f"The largest fraction of heads pruned such that it and every smaller step are no worse than the "
