@@ -257,7 +257,7 @@ def test_python_blocks_run(page: Path, tmp_path: Path, minilm_path: Path) -> Non
 LOCAL_COPIES = {"UD_English-EWT": "ud-english-ewt", "UD_English-GUM": "ud-english-gum"}
 #: What ``--limit N`` counts per command: documents for coreference and bridging, sentences elsewhere.
 #: (Two GUM dev documents: the first two fall in different halves of the selection split.)
-LIMITS = {"coref": 2, "bridging": 2, "importance": 10, "prune": 10, "probe": 10, "run": 10}
+LIMITS = {"coref": 2, "bridging": 2, "importance": 10, "prune": 10, "probe": 10, "run": 6}
 DEFAULT_LIMIT = 25
 #: Options that make a command's example cheaper, appended after the page's own (the last one given wins):
 #: fewer bootstrap resamples, fewer pruning steps and random orders.
