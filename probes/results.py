@@ -113,7 +113,7 @@ _HOMES: tuple[str, ...] = (
     "probes.extraction.attention", "probes.extraction.gradients", "probes.extraction.outputs", "probes.heads.profile",
     "probes.heads.selection", "probes.importance.pruning", "probes.importance.scores", "probes.probing.per_head",
     "probes.runs.atlas", "probes.runs.coreference", "probes.runs.experiment", "probes.runs.importance",
-    "probes.runs.leaderboard", "probes.runs.probing",
+    "probes.runs.leaderboard", "probes.runs.probing", "probes.training.curves", "probes.training.symmetry",
 )
 
 

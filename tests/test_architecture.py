@@ -31,6 +31,7 @@ STAGES: dict[str, int] = {
     "_lazy": 0, "_version": 0, "errors": 0, "checksum": 0, "results": 0, "result_checks": 0, "run_record": 0, "world": 0, "locks": 0,
     "corpora": 1,
     "extraction": 2,
+    "training": 2,
     "analysis": 3,
     "heads": 4,
     "importance": 5,

@@ -316,6 +316,12 @@ CASES: dict[str, Callable[[], Result]] = {
         leaderboard={"rows": [{"relation": "nsubj", "direction": "dep_to_head", "layer": 1, "head": 2,
                                "accuracy_unpruned": 0.5, "accuracy_pruned": 0.25}], "n_pruned": 3, "fraction": 0.5,
                      "rule": "r"}, record={"command": "probes prune"}),
+    "TrainingCurves": lambda: importlib.import_module("probes.training.curves").TrainingCurves(
+        steps=np.array([0, 1, 2, 4], dtype=np.int64), tokens_seen=np.array([0, 64, 128, 256], dtype=np.int64),
+        train_loss=np.array([np.nan, 5.1, 4.8, 4.2]), dev_loss=np.array([5.3, 5.0, 4.7, 4.4]), unigram_dev_loss=4.9),
+    "HeadSymmetry": lambda: importlib.import_module("probes.training.symmetry").HeadSymmetry(
+        steps=np.array([0, 8], dtype=np.int64), param_distance=np.random.default_rng(0).random((2, 1, 2, 2)),
+        attention_distance=np.random.default_rng(1).random((2, 1, 2, 2)), n_sentences=3),
 }
 
 

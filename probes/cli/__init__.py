@@ -36,14 +36,16 @@ from probes.cli import atlas as _atlas  # noqa: F401  (registers `atlas`)
 from probes.cli import importance as _importance  # noqa: F401  (registers `importance`, `prune`)
 from probes.cli import experiment as _experiment  # noqa: F401  (registers `run`, `report`)
 from probes.cli import verify as _verify  # noqa: F401  (registers `verify`)
+from probes.cli import train as _train  # noqa: F401  (registers `train`)
 from probes.errors import ProbesError
 from probes.world import World, init_world, launched
 
 __all__ = ["app", "main", "EXIT_INTERRUPTED", "DISTRIBUTED"]
 
 #: Commands that run distributed under ``torchrun`` (inputs sharded across ranks, states merged on every
-#: rank, rank 0 writes); every other command refuses ``WORLD_SIZE > 1``.
-DISTRIBUTED: tuple[str, ...] = ("leaderboard", "coref", "bridging", "atlas", "extract")
+#: rank, rank 0 writes; ``train``: data-parallel training by transformers' ``Trainer``); every other command
+#: refuses ``WORLD_SIZE > 1``.
+DISTRIBUTED: tuple[str, ...] = ("leaderboard", "coref", "bridging", "atlas", "extract", "train")
 #: Who is speaking in error lines: ``""`` in one process, ``"rank R of N: "`` in a distributed run.
 _WHO = {"prefix": ""}
 

@@ -64,6 +64,7 @@ def atlas_cli(
     device_map: Optional[str] = options.device_map_option(),
     limit: Optional[int] = options.limit_option(),
     out: Optional[Path] = options.out_option(help="Output folder (default `runs/atlas-MODEL-DATA`)."),
+    figures: bool = options.figures_option(),
     figure_format: str = options.figure_format_option(),
     overwrite: bool = options.overwrite_option(),
     progress: bool = options.progress_option(),
@@ -78,6 +79,6 @@ def atlas_cli(
                    example=example, batch_size=batch_size, device=device, on_long=on_long, limit=limit,
                    progress=progress, record={"options": {"config": str(config) if config else None}},
                    extraction=options.extraction(dtype, max_batch_tokens, max_attention_mb, device_map))
-    paths = result.write(out_dir, figure_format=figure_format, overwrite=overwrite)
+    paths = result.write(out_dir, figures=figures, figure_format=figure_format, overwrite=overwrite)
     typer.echo(result.format(), nl=False)
     typer.echo(f"Report: {paths['atlas.md']} and {paths['atlas.html']}  (all files in {Path(out_dir)})")

@@ -21,11 +21,13 @@ from __future__ import annotations
 import importlib.machinery
 import importlib.util
 import json
+import logging
 import os
 import socket
 import threading
 import urllib.parse
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,9 @@ from probes.checksum import files_sha256
 from probes.errors import ConfigError
 from probes.extraction.families import is_byte_level
 from probes.extraction.random_init import is_random_init, parse_random_init, random_init_folder
+from probes.training.checkpoints import is_trained, resolve_trained
+
+log = logging.getLogger("probes")
 
 __all__ = ["PACKAGE_PREFIX", "DEVICE_MAPS", "check_device_map", "device_map_of", "input_device", "load_pretrained",
            "place_model", "resolve_model", "weights_sha256"]
@@ -51,11 +56,13 @@ _WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt")
 
 def resolve_model(spec: str) -> str:
     """A model folder or hub name: ``package:NAME`` turned into the package's model folder, ``random-init:BASE@SEED``
-    into its twin's folder (written on first use).
+    into its twin's folder (written on first use), ``trained:RUN@STEP`` into a checkpoint folder of a training run.
 
     Raises:
-        ConfigError: the package is not installed or holds no model folder.
+        ConfigError: the package is not installed or holds no model folder; the run has no checkpoint at STEP.
     """
+    if is_trained(spec):
+        return resolve_trained(spec)
     if is_random_init(spec):
         base, _ = parse_random_init(spec)
         if is_random_init(base):
@@ -295,15 +302,35 @@ def _load(name: str, kwargs: dict[str, Any], dtype: Any, progress: bool) -> tupl
     quiet = not progress and hf_logging.is_progress_bar_enabled()
     if quiet:
         hf_logging.disable_progress_bar()  # transformers' "Loading weights" bar
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # its load report: the weights that matter are named below instead
     try:
         tokenizer = load_tokenizer(name, **{k: v for k, v in kwargs.items() if k not in _MODEL_ONLY})
-        model = AutoModel.from_pretrained(name, attn_implementation="eager", dtype=dtype, **kwargs)
+        model, info = AutoModel.from_pretrained(name, attn_implementation="eager", dtype=dtype,
+                                                output_loading_info=True, **kwargs)
         if "device_map" in kwargs:
             model.probes_device_map = kwargs["device_map"]  # kept: transformers drops single-device maps
     finally:
+        hf_logging.set_verbosity(level)
         if quiet:
             hf_logging.enable_progress_bar()
+    _warn_missing(name, info)
     return model, tokenizer
+
+
+#: Weights a bare encoder has that a masked-LM checkpoint (``probes train``'s, BERT's own) need not hold; no
+#: attention map depends on them.
+_UNUSED_BY_ATTENTION = ("pooler.",)
+
+
+def _warn_missing(name: str, info: Mapping[str, Any]) -> None:
+    """Warn, naming them, when weights an attention map depends on were not in the checkpoint (initialised at
+    random by transformers); the pooler, which none depends on, is left out."""
+    missing = sorted(str(k) for k in info.get("missing_keys") or () if not str(k).startswith(_UNUSED_BY_ATTENTION))
+    if missing:
+        shown = ", ".join(missing[:6]) + (f" ... ({len(missing)} in all)" if len(missing) > 6 else "")
+        log.warning("model %s: %d weights are not in the checkpoint and were initialised at random (%s); "
+                    "attention maps that depend on them mean nothing", name, len(missing), shown)
 
 
 def _offline() -> bool:

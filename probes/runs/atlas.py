@@ -122,14 +122,15 @@ class Atlas(Result):
 
         return atlas_summary(self)
 
-    def write(self, out_dir: str | Path, *, figure_format: str = "png", overwrite: bool = False) -> dict[str, Path]:
-        """Write ``heads.csv``, ``atlas.md``, ``atlas.html``, ``head_view.html``, ``figures/`` (PNG, which
-        ``atlas.html`` embeds, and also ``figure_format`` when it is ``svg`` or ``pdf``), ``leaderboard/``,
-        ``atlas/`` (this result, for :func:`probes.load`) and ``run.json``."""
+    def write(self, out_dir: str | Path, *, figures: bool = True, figure_format: str = "png",
+              overwrite: bool = False) -> dict[str, Path]:
+        """Write ``heads.csv``, ``atlas.md``, ``atlas.html``, ``head_view.html``, ``figures/`` (unless
+        ``figures`` is False: PNG, which ``atlas.html`` embeds, and also ``figure_format`` when it is ``svg`` or
+        ``pdf``), ``leaderboard/``, ``atlas/`` (this result, for :func:`probes.load`) and ``run.json``."""
         from probes.reports.atlas.report import write_atlas
 
-        return write_output(out_dir, _COMMAND, partial(write_atlas, atlas=self), figure_format=figure_format,
-                            overwrite=overwrite)
+        return write_output(out_dir, _COMMAND, partial(write_atlas, atlas=self), figures=figures,
+                            figure_format=figure_format, overwrite=overwrite)
 
     def _repr_html_(self) -> str:
         """Notebook view: the heads table."""

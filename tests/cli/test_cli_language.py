@@ -32,7 +32,7 @@ GROUPS = {name for name in _ALL if name not in COMMANDS and name not in EXPERIME
 TAKES_MODEL = {"leaderboard", "extract", "coref", "bridging", "probe", "atlas", "importance", "prune"}
 READS_DATA = {"leaderboard", "baselines", "extract", "coref", "bridging", "probe", "atlas", "importance", "prune"}
 RUNS_MODEL = TAKES_MODEL | {"demo"}
-WRITES_FOLDER = {"leaderboard", "demo", "coref", "bridging", "probe", "atlas", "importance", "prune"}
+WRITES_FOLDER = {"leaderboard", "demo", "coref", "bridging", "probe", "atlas", "importance", "prune", "train"}
 
 
 def _opts(command: str) -> dict[str, Any]:
@@ -42,7 +42,7 @@ def _opts(command: str) -> dict[str, Any]:
 
 def test_the_command_sets_cover_every_command() -> None:
     assert set(COMMANDS) == {"leaderboard", "baselines", "demo", "extract", "coref", "bridging", "probe", "atlas",
-                             "importance", "prune", "verify"}
+                             "importance", "prune", "verify", "train"}
     assert GROUPS == {"data"}
     assert {c for c in COMMANDS if "--model" in _opts(c)} == TAKES_MODEL
     assert {c for c in COMMANDS if "--on-long" in _opts(c)} == RUNS_MODEL
@@ -276,6 +276,7 @@ _FOLDER_ARGS = {
     "atlas": ["--model", "no/such/model", "--treebank", DEV],
     "importance": ["--model", "no/such/model", "--treebank", DEV],
     "prune": ["--model", "no/such/model", "--treebank", DEV],
+    "train": ["--arch", "bert", "--layers", "1", "--heads", "2", "--hidden", "32", "--treebank", DEV],
 }
 
 

@@ -78,7 +78,14 @@ def args_of(model: Path) -> dict[str, list[str]]:
                   "--grad-sentences", "0", "--no-progress"],
         "extract": ["extract", "-m", str(model), "-t", str(SAMPLE / "sample-dev.conllu"), "--shard-size", "20",
                     "--no-progress"],
+        "train": TRAIN,
     }
+
+
+#: A tiny masked-LM trained by ``probes train`` (no model to load: the launch trains one).
+TRAIN = ["train", "--arch", "bert", "--layers", "1", "--heads", "2", "--hidden", "32", "--steps", "6",
+         "--batch-size", "4", "--seq-len", "32", "--tokenizer", "train:200", "--treebank", "sample:dev",
+         "--symmetry-sentences", "4", "--no-progress"]
 
 
 def out_flag(command: str, folder: Path) -> list[str]:
@@ -214,7 +221,7 @@ def test_under_torchrun_commands_that_do_not_run_distributed_refuse(rank: str, m
     monkeypatch.setattr(dist, "init_process_group", lambda *a, **k: pytest.fail("joined the process group"))
     assert main(["probe", "-m", "nothing", "--train", "sample:dev"]) == 1
     line = ("error: probes probe does not run distributed (WORLD_SIZE=2); under torchrun run leaderboard, coref, "
-            "bridging, atlas, extract, or run probe as one process\n")
+            "bridging, atlas, extract, train, or run probe as one process\n")
     assert capsys.readouterr().err == (line if rank == "0" else "")
 
 
@@ -252,3 +259,29 @@ def test_store_pairs_are_sharded_by_index(stores: dict[str, Path], monkeypatch: 
     assert [r["inputs"]["select"]["count"] for r in ranks] == [15, 15]
     assert ranks[1]["inputs"]["report"]["first"] != ranks[0]["inputs"]["report"]["last"]
     assert one.record.world["ranks"][0]["inputs"]["report"]["range"] == [0, 30]
+
+
+@pytest.mark.subprocess
+def test_torchrun_train_is_data_parallel(launch: Launch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`torchrun --nproc-per-node 2 -m probes train ...`: the Trainer's data-parallel run, written once by rank 0.
+
+    Each step sees both ranks' blocks (tokens seen = steps x batch x 2 x seq_len); rank 0 alone prints, writes
+    the checkpoints and measures the symmetry; a run of two processes does not resume in one.
+    """
+    from safetensors.torch import load_file
+
+    from probes.training.checkpoints import list_checkpoints, read_training
+
+    out = launch.folder("train")
+    assert launch.stdout["train"].count("Curves:") == 1  # rank 0 alone prints
+    found = list_checkpoints(out)
+    assert sorted(found) == [0, 1, 2, 4, 6]
+    last = read_training(found[6])
+    assert last["processes"] == 2 and last["tokens_seen"] == 6 * 4 * 2 * 32
+    first, trained = load_file(found[0] / "model.safetensors"), load_file(found[6] / "model.safetensors")
+    assert any(not (first[k] == trained[k]).all() for k in first)  # it trained
+    run = json.loads((out / "run.json").read_text())
+    assert run["world"]["world_size"] == 2 and run["symmetry"]["steps"] == [0, 1, 2, 4, 6]
+    assert not (out / "resume").exists() and not list(out.glob(".*.tmp"))
+    code = main([*TRAIN, "--steps", "8", "--out", str(out)])  # one process cannot resume a run of two
+    assert code == 1 and "processes: 2 -> 1" in capsys.readouterr().err

@@ -117,8 +117,8 @@ def write_atlas(folder: OutputFolder, atlas: Any) -> RunRecord:
     out, fmt = folder.root, folder.figure_format
     table = atlas.heads_table()
     folder.add(write_csv(table.to_dict("records"), out / "heads.csv", columns=list(table.columns)))
-    figures = _figures(atlas, table, out / "figures")
-    extra = [] if fmt == "png" else list(_figures(atlas, table, out / "figures", fmt).values())
+    figures = _figures(atlas, table, out / "figures") if folder.figures else {}
+    extra = [] if fmt == "png" or not folder.figures else list(_figures(atlas, table, out / "figures", fmt).values())
     example = None
     if atlas.example is not None:
         example = ExampleMaps.from_tokens(atlas.example, name=atlas.example_id)

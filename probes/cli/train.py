@@ -1,0 +1,96 @@
+"""``probes train``: train a small transformer from scratch under a named initialisation, with checkpoints.
+
+A thin command over :func:`probes.runs.train.train_model`: parse the options into a
+:class:`~probes.training.config.TrainConfig` (which checks them), train, write the curves, print the summary.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from probes.cli import options
+from probes.cli._app import app
+
+_HELP = """Train a small model from scratch (a BERT-style masked-LM encoder, or a GPT-2 / Llama causal LM).
+
+The model is built from a transformers config (--layers, --heads of --hidden / --heads each), initialised by
+--seed and the --init scheme (independent: the architecture's own; identical: every head of a layer a copy of
+head 0; identical+noise:EPS: identical plus noise of relative size EPS), and trained with transformers' Trainer
+(AdamW) on the words of --treebank, in the order --data-seed draws. Held-out loss on --select-on (default: a
+fixed tenth of --treebank chosen by hashing sentence ids) at every checkpoint.
+
+Writes --out/checkpoints/step-NNNNNN/ at steps 0, 1, 2, 4, 8, ... and the last: ordinary model folders (config,
+tokenizer, model.safetensors, training.json), named trained:OUT@STEP (or trained:OUT@last) in every command;
+then curves.csv, figures/loss.png, symmetry/ and figures/symmetry.png (the distances between each layer's heads
+at every checkpoint on the first --symmetry-sentences held-out sentences) and run.json. Run the same command again to resume a stopped run.
+"""
+
+_ARCH = ("bert", "gpt2", "llama")
+
+
+@app.command("train", help=_HELP)
+def train_cli(
+    config: Optional[Path] = options.config_option(),
+    arch: str = typer.Option(..., "--arch", metavar="bert|gpt2|llama", callback=options.one_of("--arch", _ARCH),
+                             help="bert: masked-LM encoder; gpt2, llama: causal LMs."),
+    layers: int = typer.Option(..., "--layers", min=1, max=options.MAX_COUNT, metavar="L", help="Layers."),
+    heads: int = typer.Option(..., "--heads", min=1, max=options.MAX_COUNT, metavar="H",
+                              help="Attention heads per layer (head size = hidden / heads)."),
+    hidden: int = typer.Option(..., "--hidden", min=1, max=options.MAX_COUNT, metavar="D", help="Hidden size."),
+    intermediate: Optional[int] = typer.Option(None, "--intermediate", min=1, max=options.MAX_COUNT, metavar="N",
+                                               help="MLP width (default 4 x hidden)."),
+    kv_heads: Optional[int] = typer.Option(None, "--kv-heads", min=1, max=options.MAX_COUNT, metavar="N",
+                                           help="Key/value heads of Llama's grouped-query attention (default: heads)."),
+    init: str = typer.Option("independent", "--init", metavar="SCHEME",
+                             help="independent, identical or identical+noise:EPS."),
+    attention_dropout: float = typer.Option(0.0, "--attention-dropout", min=0.0, max=1.0, metavar="P",
+                                            help="Dropout on attention probabilities (0 keeps identical heads equal)."),
+    hidden_dropout: float = typer.Option(0.0, "--hidden-dropout", min=0.0, max=1.0, metavar="P",
+                                         help="Every other dropout (embeddings, residual, MLP); none in Llama."),
+    seed: int = typer.Option(0, "--seed", min=0, metavar="S", help="Seed of the initialisation and of dropout."),
+    data_seed: int = typer.Option(0, "--data-seed", min=0, metavar="S", help="Seed of the data order and masks."),
+    steps: int = typer.Option(1000, "--steps", min=1, max=options.MAX_COUNT, metavar="N", help="Optimizer steps."),
+    batch_size: int = typer.Option(32, "--batch-size", min=1, max=options.MAX_COUNT, help="Blocks per step."),
+    seq_len: int = typer.Option(64, "--seq-len", min=4, max=options.MAX_COUNT, metavar="N",
+                                help="Tokens per block (and the model's largest position)."),
+    learning_rate: float = typer.Option(1e-3, "--learning-rate", min=0.0, metavar="LR",
+                                        help="Peak AdamW learning rate (linear decay to 0)."),
+    warmup: int = typer.Option(0, "--warmup", min=0, max=options.MAX_COUNT, metavar="N", help="Warm-up steps."),
+    weight_decay: float = typer.Option(0.0, "--weight-decay", min=0.0, metavar="W", help="AdamW weight decay."),
+    tokenizer: str = typer.Option("train:4000", "--tokenizer", metavar="train:VOCAB|MODEL",
+                                  help="train:VOCAB trains one on the training text; else a base model's."),
+    treebank: list[str] = typer.Option(..., "--treebank", "-t", help=f"Training data (repeat or separate by "
+                                       f"commas): {options.DATA_HELP}, or a .txt file (a sentence per line)."),
+    select_on: Optional[str] = typer.Option(None, "--select-on", metavar="DEV",
+                                            help="Held-out data (default: a fixed tenth of --treebank by hash)."),
+    checkpoints: str = typer.Option("log2", "--checkpoints", metavar="log2",
+                                    help="Checkpoint steps: log2 = 0, 1, 2, 4, 8, ... and the last."),
+    max_minutes: Optional[float] = typer.Option(None, "--max-minutes", min=0.0, metavar="M",
+                                                help="Stop cleanly at a checkpoint after M minutes (resume later)."),
+    symmetry_sentences: int = typer.Option(32, "--symmetry-sentences", min=0, max=options.MAX_COUNT, metavar="N",
+                                           help="Measure how far apart each layer's heads are at every checkpoint "
+                                                "on the first N held-out sentences (0: skip)."),
+    out: Path = options.out_option(..., help="Run folder (checkpoints/, curves, run.json)."),
+    figure_format: str = options.figure_format_option(),
+    overwrite: bool = options.overwrite_option(),
+    progress: bool = options.progress_option(),
+) -> None:
+    from probes.runs.train import train_model
+    from probes.training.config import TrainConfig
+
+    settings = TrainConfig(
+        arch=arch, layers=layers, heads=heads, hidden=hidden, intermediate=intermediate, kv_heads=kv_heads,
+        init=init, attention_dropout=attention_dropout, hidden_dropout=hidden_dropout, seed=seed,
+        data_seed=data_seed, steps=steps, batch_size=batch_size, seq_len=seq_len, learning_rate=learning_rate,
+        warmup=warmup, weight_decay=weight_decay, tokenizer=tokenizer, treebank=tuple(options.split_list(treebank)),
+        select_on=select_on, checkpoints=checkpoints, max_minutes=max_minutes)
+    report = train_model(settings, out, progress=progress, overwrite=overwrite,
+                         record={"options": {"config": str(config) if config else None,
+                                             "symmetry_sentences": symmetry_sentences}},
+                         symmetry_sentences=symmetry_sentences)
+    paths = report.write(out, figure_format=figure_format, overwrite=overwrite)
+    typer.echo(report.format(), nl=False)
+    typer.echo(f"Curves: {paths['curves.csv']}  (checkpoints: trained:{out}@STEP or trained:{out}@last)")

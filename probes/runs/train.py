@@ -1,0 +1,207 @@
+"""``probes train`` as a library call: train a small model from scratch, then write its loss curves.
+
+:func:`train_model` claims the run folder (a second run into it stops at once; a run killed there is its own and
+resumes), trains (:func:`probes.training.trainer.train`: checkpoints under ``OUT/checkpoints/``), and reads the
+loss curves back from the checkpoints. ``report.write(out)`` writes ``curves.csv``, ``figures/loss.png`` (held-out
+and training loss against tokens seen, with the unigram baseline), ``curves/`` (the
+:class:`~probes.training.curves.TrainingCurves`, for :func:`probes.load`), ``symmetry/`` (the
+:class:`~probes.training.symmetry.HeadSymmetry` of every checkpoint on the first ``symmetry_sentences`` held-out
+sentences that fit the model, for :func:`probes.load`), ``figures/symmetry.png`` and ``run.json``::
+
+    from probes.training.config import TrainConfig
+    from probes.runs.train import train_model
+    config = TrainConfig(arch="bert", layers=4, heads=8, hidden=256, treebank=("ud:en_ewt:train",))
+    report = train_model(config, "runs/train-bert")
+    report.write("runs/train-bert")
+
+Every checkpoint is then a model folder: ``trained:runs/train-bert@last`` in every command.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from probes.reports.writer import OutputFolder, check_out_dir, write_output
+from probes.run_record import RunRecord
+from probes.training.config import TrainConfig
+from probes.training.curves import TrainingCurves
+from probes.world import World, world_record
+
+if TYPE_CHECKING:  # pragma: no cover
+    from probes.training.symmetry import HeadSymmetry
+
+__all__ = ["TrainReport", "train_model", "measure_symmetry", "COMMAND", "SYMMETRY_SENTENCES"]
+
+#: The command whose output a run folder is.
+COMMAND = "probes train"
+#: Held-out sentences the head symmetry is measured on, by default.
+SYMMETRY_SENTENCES = 32
+
+
+@dataclass(frozen=True)
+class TrainReport:
+    """A finished (or cleanly stopped) training run: what :func:`~probes.training.trainer.train` did, the curves,
+    and the run record.
+
+    Attributes:
+        run: :class:`probes.training.trainer.TrainingRun`.
+        curves: the loss curves of every checkpoint.
+        record: the run record (``run.json``).
+        symmetry: the distances between the heads of each layer at every checkpoint (None: not measured).
+    """
+
+    run: Any
+    curves: TrainingCurves
+    record: RunRecord
+    symmetry: HeadSymmetry | None = None
+
+    def format(self) -> str:
+        """A few lines for a terminal: how the run ended, its checkpoints and its loss against the baseline."""
+        run = self.run
+        steps = ", ".join(map(str, run.checkpoints))
+        how = {"finished": "finished", "max-minutes": "stopped by --max-minutes at a checkpoint",
+               "already finished": "already finished (nothing to do)"}.get(run.stopped, run.stopped)
+        resumed = f", resumed from step {run.resumed_from}" if run.resumed_from is not None else ""
+        speed = f", {run.tokens_per_second:,.0f} tokens/s" if run.tokens_per_second else ""
+        return (f"training {how}{resumed}: step {run.last_step} of {run.config.steps}{speed}\n"
+                f"checkpoints at steps {steps} in {Path(run.out) / 'checkpoints'}\n" + self.curves.format()
+                + self.format_symmetry())
+
+    def format_symmetry(self) -> str:
+        """One line per layer (from 1): the last checkpoint's mean distances between its heads (or nothing)."""
+        if self.symmetry is None:
+            return ""
+        means = self.symmetry.layer_means()
+        last = means[means["step"] == means["step"].max()]
+        return "".join(f"head symmetry at step {int(row.step)}, layer {int(row.layer)}: mean parameter distance "
+                       f"{row.param_distance:.4f}, mean attention distance {row.attention_distance:.4f}\n"
+                       for row in last.itertuples())
+
+    def write(self, out_dir: str | Path, *, figure_format: str = "png", overwrite: bool = False) -> dict[str, Path]:
+        """Write ``curves.csv``, ``figures/loss.png`` (and ``figure_format`` when another), ``curves/`` and
+        ``run.json`` into the run folder (the checkpoints stay as they are)."""
+        out = Path(out_dir)
+        check_out_dir(out, COMMAND, overwrite=overwrite)  # the run folder holds checkpoints: it is its own
+        return write_output(out, COMMAND, partial(_write_report, report=self), figure_format=figure_format,
+                            own_folder=True)
+
+
+def _draw(curves: TrainingCurves, path: Path) -> Path:
+    """Held-out and training loss against tokens seen (log scale), the unigram baseline as a line."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from probes.reports.atomic import atomic_path
+
+    fig = Figure(figsize=(6.0, 3.6))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    x = [max(int(t), 1) for t in curves.tokens_seen]
+    ax.plot(x, curves.dev_loss, marker="o", label="held-out loss")
+    ax.plot(x[1:], curves.train_loss[1:], marker=".", alpha=0.6, label="training loss (that step)")
+    ax.axhline(curves.unigram_dev_loss, color="grey", linestyle="--", label="unigram baseline (held out)")
+    ax.set_xscale("log")
+    ax.set_xlabel("training tokens seen (step 0 drawn at 1)")
+    ax.set_ylabel(f"{curves.objective} loss (nats per token)")
+    ax.legend(fontsize=8)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format=path.suffix.lstrip("."), dpi=150, bbox_inches="tight",
+                    **({"metadata": {"Date": None}} if path.suffix == ".svg" else {}))
+    return path
+
+
+def _write_report(folder: OutputFolder, report: TrainReport) -> RunRecord:
+    """The report writer of ``probes train``: curves table, figure, saved curves; the record to write last."""
+    from probes.reports.tables import write_csv
+
+    table = report.curves.to_pandas()
+    folder.add(write_csv(table.to_dict("records"), folder.path("curves.csv"), columns=list(table.columns)))
+    if folder.figures:
+        formats = ["png"] + ([folder.figure_format] if folder.figure_format != "png" else [])
+        for fmt in formats:
+            folder.add(_draw(report.curves, folder.path(f"figures/loss.{fmt}")))
+    folder.save("curves", report.curves)
+    if report.symmetry is not None:
+        folder.save("symmetry", report.symmetry)
+        if folder.figures:
+            from probes.reports.training import draw_symmetry
+
+            for fmt in formats:
+                folder.add(draw_symmetry(report.symmetry, folder.path(f"figures/symmetry.{fmt}")))
+    files = sorted(str(p.relative_to(folder.root)) for p in folder.listed()) + ["run.json"]
+    return report.record.with_timings(writing_s=folder.seconds()).updated(files=files)
+
+
+def _symmetry_texts(config: TrainConfig, checkpoint: Path, n: int) -> list[str]:
+    """The first ``n`` held-out sentences whose tokens fit the model (``seq_len``), by the run's tokenizer."""
+    from transformers import AutoTokenizer
+
+    from probes.training.data import read_corpus
+
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+    texts: list[str] = []
+    for text in read_corpus(config.treebank, config.select_on).dev:
+        if text.split() and len(tokenizer(text)["input_ids"]) <= config.seq_len:
+            texts.append(text)
+            if len(texts) == n:
+                break
+    return texts
+
+
+def measure_symmetry(run: Any, n_sentences: int, *, progress: bool = False) -> HeadSymmetry | None:
+    """:class:`~probes.training.symmetry.HeadSymmetry` of every checkpoint of ``run`` on its first
+    ``n_sentences`` held-out sentences that fit; None when ``n_sentences`` is 0 or none fits."""
+    from probes.training.symmetry import head_symmetry
+
+    if n_sentences <= 0 or not run.checkpoints:
+        return None
+    steps = sorted(run.checkpoints)
+    texts = _symmetry_texts(run.config, run.checkpoints[steps[-1]], n_sentences)
+    if not texts:
+        return None
+    return head_symmetry([run.checkpoints[s] for s in steps], texts, steps=steps, progress=progress)
+
+
+def train_model(config: TrainConfig, out: str | Path, *, progress: bool = True, overwrite: bool = False,
+                record: dict[str, Any] | None = None, symmetry_sentences: int = SYMMETRY_SENTENCES) -> TrainReport:
+    """Train ``config``'s model into ``out`` (resuming a run of the same options stopped there); the report.
+
+    Then, unless ``symmetry_sentences`` is 0, the distances between the heads of each layer at every checkpoint
+    on the first ``symmetry_sentences`` held-out sentences that fit the model (on rank 0 only, under ``torchrun``:
+    the other ranks' reports hold none and are written nowhere).
+
+    Raises:
+        ConfigError: ``out`` holds other files than a training run of the same options (without ``overwrite``).
+        FolderLockedError: another run writes into ``out``.
+    """
+    from probes.runs.record import run_record
+    from probes.training.curves import read_curves
+    from probes.training.trainer import train
+
+    out = Path(out)
+    check_out_dir(out, COMMAND, overwrite=overwrite)  # claimed before any work; a killed run's folder is reused
+    t0 = time.perf_counter()
+    run = train(config, out, progress=progress)
+    world = World.current()  # under torchrun: the Trainer's process group
+    world.barrier("the end of training")  # rank 0 has written the last checkpoint
+    curves = read_curves(out)
+    t1 = time.perf_counter()
+    symmetry = measure_symmetry(run, symmetry_sentences if world.is_main else 0, progress=progress)
+    measured = None if symmetry is None else {"sentences": symmetry.n_sentences, "asked": symmetry_sentences,
+                                              "steps": [int(s) for s in symmetry.steps], "rule": symmetry.rule}
+    full = run_record(COMMAND, model=f"trained:{out}@last", options=config.to_dict(),
+                      training={"stopped": run.stopped, "resumed_from": run.resumed_from, "last_step": run.last_step,
+                                "checkpoints": {str(k): str(v.relative_to(out)) for k, v in run.checkpoints.items()},
+                                "tokens_per_second": run.tokens_per_second, "allocator": run.allocator},
+                      data=run.training.get("data"), scheme=run.training.get("scheme"),
+                      tokenizer=run.training.get("tokenizer"), symmetry=measured, world=world_record(world, {}),
+                      timings={"training_s": run.seconds, "symmetry_s": time.perf_counter() - t1,
+                               "total_s": time.perf_counter() - t0})
+    extra_fields = dict(record or {})
+    if extra_fields:
+        full = full.updated(extra_fields, options={**full.options, **extra_fields.get("options", {})})
+    return TrainReport(run=run, curves=curves, record=full, symmetry=symmetry)

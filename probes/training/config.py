@@ -1,0 +1,234 @@
+"""Every option of a training run, checked once: :class:`TrainConfig`.
+
+A config is recorded whole in every checkpoint's ``training.json`` and in the run folder, so a run can be
+resumed only with the options it started with (:meth:`TrainConfig.resume_key`), and any checkpoint says
+exactly how it was made. Each bad value is one :class:`~probes.errors.ConfigError` naming the option (as
+``probes train`` spells it), what was expected and what was found. No torch import.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from probes.errors import ConfigError
+
+__all__ = ["TrainConfig", "ARCHS", "CHECKPOINT_RULES", "TRAIN_TOKENIZER", "BYTE_LEVEL_ARCHS", "BYTE_ALPHABET",
+           "SPECIAL_TOKENS", "RESUME_EXEMPT", "checkpoint_steps"]
+
+#: Architectures ``probes train`` builds: a BERT-style masked-LM encoder and two causal LMs.
+ARCHS: tuple[str, ...] = ("bert", "gpt2", "llama")
+#: Architectures whose trained tokenizer is byte-level BPE (BERT's is WordPiece).
+BYTE_LEVEL_ARCHS: tuple[str, ...] = ("gpt2", "llama")
+#: Bytes in a byte-level BPE alphabet: every vocabulary holds them all, so no input is ever unknown.
+BYTE_ALPHABET = 256
+#: Special tokens of a trained tokenizer, by architecture.
+SPECIAL_TOKENS: dict[str, tuple[str, ...]] = {"bert": ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"),
+                                              "gpt2": ("<|endoftext|>", "<pad>"), "llama": ("<|endoftext|>", "<pad>")}
+#: Where checkpoints are written: ``log2`` = steps 0, 1, 2, 4, 8, ... and the last.
+CHECKPOINT_RULES: tuple[str, ...] = ("log2",)
+#: Options a resumed run may change: they say how long to run, not what is trained.
+RESUME_EXEMPT: tuple[str, ...] = ("max_minutes",)
+#: ``--tokenizer train:VOCAB``: train a tokenizer of VOCAB entries on the training text.
+TRAIN_TOKENIZER = "train:"
+
+
+def checkpoint_steps(rule: str, steps: int) -> list[int]:
+    """The steps ``rule`` writes a checkpoint at, for a run of ``steps`` steps (``log2``: 0, 1, 2, 4, ... and
+    ``steps``)."""
+    if rule not in CHECKPOINT_RULES:
+        raise ConfigError(f"--checkpoints: expected one of {', '.join(CHECKPOINT_RULES)}, found {rule!r}")
+    out, power = {0, steps}, 1
+    while power <= steps:
+        out.add(power)
+        power *= 2
+    return sorted(out)
+
+
+def _whole(flag: str, value: Any, least: int, most: int | None = None) -> None:
+    ok = isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= least
+    if not ok or (most is not None and value > most):
+        span = f"from {least} to {most}" if most is not None else f">= {least}"
+        raise ConfigError(f"{flag}: expected a whole number {span}, found {value!r}")
+
+
+def _number(flag: str, value: Any, low: float, high: float | None, *, low_open: bool = False,
+            high_open: bool = True) -> None:
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    ok = ok and (value > low if low_open else value >= low)
+    ok = ok and (high is None or (value < high if high_open else value <= high))
+    if not ok:
+        left = f"> {low}" if low_open else f">= {low}"
+        right = "" if high is None else (f" and < {high}" if high_open else f" and <= {high}")
+        raise ConfigError(f"{flag}: expected a number {left}{right}, found {value!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    """The options of one training run (``probes train``), validated on construction.
+
+    Attributes:
+        arch: ``bert`` (masked-LM encoder), ``gpt2`` or ``llama`` (causal LMs).
+        layers, heads, hidden: the size; head size = ``hidden / heads`` (``heads`` must divide ``hidden``).
+        intermediate: the MLP's width (None: ``4 * hidden``).
+        kv_heads: key/value heads of Llama's grouped-query attention (None: one per head).
+        init: the initialisation scheme (:class:`probes.training.schemes.InitScheme` text).
+        attention_dropout: dropout on attention probabilities (0: symmetric starts stay symmetric).
+        hidden_dropout: every other dropout (embeddings, residual, MLP); Llama has none, so 0 there.
+        seed: seed of the initialisation (and of the dropout masks); data_seed: of the data order and masks.
+        steps, batch_size, seq_len, learning_rate, warmup, weight_decay: the optimisation (AdamW, linear decay).
+        tokenizer: ``train:VOCAB`` (trained on the training text) or a base model's name or folder.
+        treebank: the training data: treebank specs (``sample:``, ``ud:``, files) or ``.txt`` files.
+        select_on: the held-out data (None: a fixed tenth of ``treebank`` chosen by hashing sentence ids).
+        checkpoints: where checkpoints are written (``log2``).
+        max_minutes: stop cleanly at a checkpoint after this long (None: no limit); not part of the run's
+            identity, so a run stopped by it resumes with another limit.
+    """
+
+    arch: str
+    layers: int
+    heads: int
+    hidden: int
+    treebank: tuple[str, ...]
+    init: str = "independent"
+    intermediate: int | None = None
+    kv_heads: int | None = None
+    attention_dropout: float = 0.0
+    hidden_dropout: float = 0.0
+    seed: int = 0
+    data_seed: int = 0
+    steps: int = 1000
+    batch_size: int = 32
+    seq_len: int = 64
+    learning_rate: float = 1e-3
+    warmup: int = 0
+    weight_decay: float = 0.0
+    tokenizer: str = "train:4000"
+    select_on: str | None = None
+    checkpoints: str = "log2"
+    max_minutes: float | None = None
+
+    def __post_init__(self) -> None:
+        treebank = (self.treebank,) if isinstance(self.treebank, str) else tuple(self.treebank)
+        object.__setattr__(self, "treebank", treebank)
+        if self.arch not in ARCHS:
+            raise ConfigError(f"--arch: expected one of {', '.join(ARCHS)}, found {self.arch!r}")
+        self._check_size()
+        self._check_training()
+        self._check_data()
+
+    def _check_size(self) -> None:
+        _whole("--layers", self.layers, 1)
+        _whole("--heads", self.heads, 1)
+        _whole("--hidden", self.hidden, 1)
+        if self.hidden % self.heads:
+            raise ConfigError(f"--heads: expected a divisor of --hidden {self.hidden} (head size = hidden / heads), "
+                              f"found {self.heads}")
+        if self.intermediate is not None:
+            _whole("--intermediate", self.intermediate, 1)
+        if self.kv_heads is not None:
+            if self.arch != "llama":
+                raise ConfigError(f"--kv-heads: expected none for --arch {self.arch} (only llama has grouped-query "
+                                  f"attention), found {self.kv_heads!r}")
+            _whole("--kv-heads", self.kv_heads, 1)
+            if self.heads % self.kv_heads:
+                raise ConfigError(f"--kv-heads: expected a divisor of --heads {self.heads}, found {self.kv_heads}")
+        from probes.training.schemes import InitScheme
+
+        try:
+            InitScheme.parse(self.init)
+        except ConfigError as exc:
+            raise ConfigError(f"--init: {exc}") from None
+        _number("--attention-dropout", self.attention_dropout, 0.0, 1.0)
+        _number("--hidden-dropout", self.hidden_dropout, 0.0, 1.0)
+        if self.arch == "llama" and self.hidden_dropout:
+            raise ConfigError(f"--hidden-dropout: expected 0 for --arch llama (it has no hidden dropout), "
+                              f"found {self.hidden_dropout!r}")
+
+    def _check_training(self) -> None:
+        _whole("--seed", self.seed, 0, 2**32 - 1)
+        _whole("--data-seed", self.data_seed, 0, 2**32 - 1)
+        _whole("--steps", self.steps, 1)
+        _whole("--batch-size", self.batch_size, 1)
+        _whole("--seq-len", self.seq_len, 4)
+        _number("--learning-rate", self.learning_rate, 0.0, None, low_open=True)
+        _whole("--warmup", self.warmup, 0, self.steps)
+        _number("--weight-decay", self.weight_decay, 0.0, None)
+        checkpoint_steps(self.checkpoints, self.steps)
+        if self.max_minutes is not None:
+            _number("--max-minutes", self.max_minutes, 0.0, None, low_open=True)
+
+    def _check_data(self) -> None:
+        if not self.treebank or not all(isinstance(t, str) and t.strip() for t in self.treebank):
+            raise ConfigError(f"--treebank: expected one or more data specs (sample:, ud:, files), "
+                              f"found {list(self.treebank)!r}")
+        if self.select_on is not None and (not isinstance(self.select_on, str) or not self.select_on.strip()):
+            raise ConfigError(f"--select-on: expected a data spec (sample:, ud:, a file), found {self.select_on!r}")
+        if not isinstance(self.tokenizer, str) or not self.tokenizer.strip():
+            raise ConfigError(f"--tokenizer: expected train:VOCAB or a base model, found {self.tokenizer!r}")
+        vocab = self.train_vocab
+        if self.tokenizer.startswith(TRAIN_TOKENIZER) and vocab is None:
+            raise ConfigError(f"--tokenizer: expected train:VOCAB with VOCAB a whole number, found {self.tokenizer!r}")
+        if vocab is not None:
+            least = len(SPECIAL_TOKENS[self.arch]) + (BYTE_ALPHABET if self.arch in BYTE_LEVEL_ARCHS else 1)
+            if vocab < least:
+                kind = (f"{BYTE_ALPHABET} bytes" if self.arch in BYTE_LEVEL_ARCHS else "one piece")
+                raise ConfigError(f"--tokenizer: expected train:VOCAB with VOCAB >= {least} for --arch {self.arch} "
+                                  f"({kind} and {len(SPECIAL_TOKENS[self.arch])} special tokens), found {vocab}")
+
+    # ------------------------------------------------------------------------------------------ derived
+    @property
+    def head_size(self) -> int:
+        """``hidden / heads``."""
+        return self.hidden // self.heads
+
+    @property
+    def intermediate_size(self) -> int:
+        """The MLP's width: ``intermediate``, else ``4 * hidden``."""
+        return self.intermediate if self.intermediate is not None else 4 * self.hidden
+
+    @property
+    def masked_lm(self) -> bool:
+        """Whether the objective is masked-LM (``bert``) rather than causal-LM."""
+        return self.arch == "bert"
+
+    @property
+    def train_vocab(self) -> int | None:
+        """VOCAB of ``train:VOCAB``; None for a base model's tokenizer."""
+        if not self.tokenizer.startswith(TRAIN_TOKENIZER):
+            return None
+        text = self.tokenizer[len(TRAIN_TOKENIZER):].strip()
+        return int(text) if text.isdigit() else None
+
+    def checkpoint_steps(self) -> list[int]:
+        """The steps a checkpoint is written at."""
+        return checkpoint_steps(self.checkpoints, self.steps)
+
+    # ------------------------------------------------------------------------------------------ records
+    def to_dict(self) -> dict[str, Any]:
+        """Every option, JSON-ready (``treebank`` as a list)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["treebank"] = list(self.treebank)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TrainConfig:
+        """The config :meth:`to_dict` wrote; a ConfigError naming an unknown key."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"training config: expected keys among {', '.join(sorted(known))}, found {unknown}")
+        return cls(**{k: tuple(v) if k == "treebank" else v for k, v in data.items()})
+
+    def resume_key(self) -> dict[str, Any]:
+        """The options a resumed run must share with the run it continues (all but ``max_minutes``)."""
+        return {k: v for k, v in self.to_dict().items() if k not in RESUME_EXEMPT}
+
+    def differences(self, other: TrainConfig) -> list[str]:
+        """``--name: A -> B`` for every option of :meth:`resume_key` that differs between ``self`` and ``other``."""
+        mine, theirs = self.resume_key(), other.resume_key()
+        return [f"--{k.replace('_', '-')}: {mine[k]!r} -> {theirs[k]!r}" for k in mine if mine[k] != theirs[k]]
