@@ -108,8 +108,9 @@ _REGISTRY: dict[str, type] = {}
 _HOMES: tuple[str, ...] = (
     "probes.analysis.attention_to_specials", "probes.analysis.baselines", "probes.analysis.bridging",
     "probes.analysis.coreference", "probes.analysis.dependency", "probes.analysis.driver",
-    "probes.analysis.head_distances", "probes.analysis.patterns", "probes.analysis.roles", "probes.analysis.surface",
-    "probes.analysis.unit_counts", "probes.compare.types", "probes.corpora.readreport", "probes.errors",
+    "probes.analysis.head_distances", "probes.analysis.head_types", "probes.analysis.patterns",
+    "probes.analysis.roles", "probes.analysis.surface", "probes.analysis.unit_counts", "probes.compare.types",
+    "probes.corpora.readreport", "probes.errors",
     "probes.extraction.attention", "probes.extraction.gradients", "probes.extraction.outputs", "probes.heads.profile",
     "probes.heads.selection", "probes.importance.pruning", "probes.importance.scores", "probes.probing.per_head",
     "probes.runs.atlas", "probes.runs.coreference", "probes.runs.experiment", "probes.runs.importance",

@@ -147,6 +147,16 @@ class RunRecord:
         return str(self.detail("model_name") or self.options.get("model") or model or "model")
 
     @property
+    def weights_source(self) -> Mapping[str, Any] | None:
+        """Where the model's weights came from when not from a model folder of their own: the GGUF file they were
+        dequantised from (``gguf_source.json`` of the converted folder), as the run or its extractor recorded it."""
+        found = self.detail("weights_source")
+        for key in ("extractor", "model"):
+            if found is None and isinstance(self.detail(key), Mapping):
+                found = self.detail(key).get("weights_source")
+        return found if isinstance(found, Mapping) else None
+
+    @property
     def selection(self) -> Mapping[str, Any]:
         """How heads were selected (``mode`` and where); empty when the run selected none."""
         return self.detail("selection") or {}

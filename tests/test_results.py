@@ -241,6 +241,14 @@ def distance_result_with_items():
     return feed(HeadDistances(max_items=8, keep_items=True), token_pairs())
 
 
+def head_type_scores():
+    from probes.analysis.head_types import CAUSAL_TYPES, HeadTypeScores
+
+    return HeadTypeScores((0, 1), (0, 1, 2), CAUSAL_TYPES, np.random.default_rng(0).random((3, 2, 3)),
+                          np.array([0.95, 0.5, 0.5]), n_sequences=4, length=10, seed=3, prefix=(1,), causal=True,
+                          exclude_bos=True, rule="r")
+
+
 def comparison():
     """A comparison of two fake models (one with planted perfect heads) on the sample corpus."""
     from probes.compare import Unit, compare
@@ -296,6 +304,7 @@ CASES: dict[str, Callable[[], Result]] = {
     "PatternResult": pattern_result,
     "DistanceResult": distance_result,
     "DistanceResult/items": distance_result_with_items,
+    "HeadTypeScores": head_type_scores,
     "Comparison": comparison,
     "ExperimentRun": lambda: importlib.import_module("probes.runs.experiment").ExperimentRun(
         comparison=comparison(), record={"command": "probes run", "experiment": {"name": "x"}, "units": []}),

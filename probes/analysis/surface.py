@@ -9,7 +9,7 @@ with the specials included as rows and columns (``n`` positions):
   ``sum_i A[i, i-1] / n`` (the missing neighbour at an edge still counts in ``n``);
 * ``entropy``: the mean over all rows of the row entropy in nats of the smoothed map
   ``A' = 0.9999 A + 0.0001 / n``; ``entropy_first``: the entropy of row 0 alone, counted only
-  when position 0 is a start special ([CLS], ``<s>``, a decoder's BOS);
+  when position 0 is a start special ([CLS], ``<s>``) of an encoder;
 * ``sep_to_sep``: rows and columns restricted to the end specials, ``D`` = their number;
   ``other_to_sep``: rows of every other position, columns the end specials, ``D = n - n_sep``.
 
@@ -17,6 +17,12 @@ Each statistic is averaged over examples without weights (every example counts o
 over the examples where it is defined: a model without end specials (a decoder) gives empty
 (NaN) ``to_sep``, ``sep_to_sep`` and ``other_to_sep``, not zero; one without start specials gives
 NaN ``to_cls`` and ``entropy_first``. The uniform reference is the mean over examples of ``ln n``.
+
+Causal maps (``SurfaceStats(causal=True)``, as the atlas asks for a decoder: row ``i`` sees ``i + 1``
+positions) are measured on what each row can see: the smoothing spreads ``0.0001`` over the
+row's ``i + 1`` visible positions, the uniform reference of the example is ``mean_i ln(i + 1)``, and
+``to_next`` and ``entropy_first`` are not defined (a row never sees the next token; row 0 sees only itself,
+so its entropy is 0 whatever the head does). ``n_causal`` counts the causal examples.
 
 ``level="token"`` (the default, as in Clark et al.) reads ``word_attention.tokens``; an item
 without token maps (windowed or truncated inputs, or an extractor run without ``keep_tokens``)
@@ -39,7 +45,7 @@ from probes.extraction.attention import PUNCT_TOKENS, WordAttention
 from probes.results import Result, head_axes, head_names, long_table
 
 __all__ = ["SURFACE_KEYS", "LEVELS", "PUNCT", "FIXED_SCALE", "to_fixed", "SurfaceResult", "SurfaceStats",
-           "example_values"]
+           "example_values", "uniform_reference"]
 
 #: The statistics, in the order of :attr:`SurfaceResult.sums`.
 SURFACE_KEYS: tuple[str, ...] = ("to_cls", "to_sep", "to_punct", "to_self", "to_next", "to_prev", "entropy",
@@ -75,6 +81,7 @@ class SurfaceResult(Result):
         n_examples: examples analysed.
         n_without_tokens: items skipped at token level because they came without token maps.
         level: ``"token"`` or ``"word"``.
+        n_causal: examples whose maps were causal (a decoder's; see the module docstring).
     """
 
     #: Array shapes checked on load (probes.result_checks).
@@ -89,6 +96,12 @@ class SurfaceResult(Result):
     n_examples: int
     n_without_tokens: int
     level: str
+    n_causal: int = 0
+
+    @property
+    def causal(self) -> bool:
+        """Whether every example was causal (a decoder's maps)."""
+        return self.n_examples > 0 and self.n_causal == self.n_examples
 
     def mean(self, key: str) -> npt.NDArray[np.float64]:
         """``(L, H)`` unweighted mean over examples of statistic ``key`` (NaN where never defined)."""
@@ -101,7 +114,8 @@ class SurfaceResult(Result):
 
     @property
     def uniform_entropy(self) -> float:
-        """Mean over examples of ``ln n``: the entropy of uniform attention (NaN without examples)."""
+        """Mean over examples of ``ln n`` (causal maps: ``mean_i ln(i + 1)``): the entropy of uniform attention
+        over what each row sees (NaN without examples)."""
         return self.log_n_sum / self.n_examples if self.n_examples else float("nan")
 
     def to_pandas(self) -> Any:
@@ -111,14 +125,21 @@ class SurfaceResult(Result):
         return table
 
 
+def uniform_reference(n: int, causal: bool) -> float:
+    """Entropy of uniform attention over what each row sees: ``ln n``, or ``mean_i ln(i + 1)`` when causal."""
+    return float(np.log(np.arange(1, n + 1)).mean()) if causal else float(np.log(n))
+
+
 def example_values(weights: npt.NDArray[np.floating[Any]], start: npt.NDArray[np.bool_],
-                   end: npt.NDArray[np.bool_], punct: npt.NDArray[np.bool_]
+                   end: npt.NDArray[np.bool_], punct: npt.NDArray[np.bool_], causal: bool = False
                    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
     """The statistics of one example: ``(K, L, H)`` values and ``(K,)`` which are defined.
 
     Args:
         weights: ``(L, H, n, n)`` maps, specials included, rows attend from.
         start, end, punct: ``(n,)`` masks of start specials, end specials and punctuation.
+        causal: the maps are a decoder's (see the module docstring: smoothing over what a row sees;
+            ``to_next`` and ``entropy_first`` not defined).
     """
     n = weights.shape[-1]
     n_sep = int(end.sum())
@@ -126,14 +147,20 @@ def example_values(weights: npt.NDArray[np.floating[Any]], start: npt.NDArray[np
     flat = weights.reshape(weights.shape[:2] + (n * n,))  # (L, H, n*n)
     masses = np.moveaxis(flat @ _cell_masks(start, end, punct, weights.dtype), -1, 0)  # (7, L, H): one product
     values[0:6] = masses[0:6] / n  # to_cls, to_sep, to_punct, to_self, to_next, to_prev
-    smooth = weights * np.float32(KEEP) + np.float32((1.0 - KEEP) / n)  # (L, H, n, n)
-    rows = np.einsum("...j,...j->...", smooth, np.log(smooth))  # (L, H, n): minus the row entropies
+    if causal:  # row i sees i + 1 positions: smooth over those alone
+        seen = np.tril(np.ones((n, n), dtype=bool))  # (n, n)
+        spread = ((1.0 - KEEP) / np.arange(1, n + 1, dtype=np.float64))[:, None].astype(weights.dtype)  # (n, 1)
+        smooth = np.where(seen, weights * weights.dtype.type(KEEP) + spread, 0)  # (L, H, n, n)
+        rows = np.einsum("...j,...j->...", smooth, np.log(np.where(seen, smooth, 1)))  # (L, H, n)
+    else:
+        smooth = weights * np.float32(KEEP) + np.float32((1.0 - KEEP) / n)  # (L, H, n, n)
+        rows = np.einsum("...j,...j->...", smooth, np.log(smooth))  # (L, H, n): minus the row entropies
     values[6] = -rows.mean(-1)
     values[7] = -rows[..., 0]
     values[8] = masses[6] / n_sep if n_sep else np.nan
     values[9] = (masses[1] - masses[6]) / (n - n_sep) if 0 < n_sep < n else np.nan
-    defined = np.array([start.any(), n_sep > 0, True, True, True, True, True, bool(start[0]) if n else False,
-                        n_sep > 0, 0 < n_sep < n])
+    defined = np.array([start.any(), n_sep > 0, True, True, not causal, True, True,
+                        bool(start[0]) and not causal if n else False, n_sep > 0, 0 < n_sep < n])
     return values, defined
 
 
@@ -159,15 +186,16 @@ def _diagonals(n: int) -> npt.NDArray[np.bool_]:
 
 
 class SurfaceStats(Analysis[SurfaceResult]):
-    """Streaming surface statistics per head (see the module docstring)."""
+    """Streaming surface statistics per head (see the module docstring); ``causal``: the model is a decoder."""
 
     items: ClassVar[str] = "any"
 
-    def __init__(self, level: str = "token") -> None:
+    def __init__(self, level: str = "token", causal: bool = False) -> None:
         super().__init__()
         if level not in LEVELS:
             raise ConfigError(f"surface statistics level: expected one of {', '.join(LEVELS)}, found {level!r}")
         self.add_option("level", level)
+        self.add_option("causal", bool(causal))
         self.add_state("_layers", None, "same")
         self.add_state("_heads", None, "same")
         self.add_state("_sums", np.zeros((0, 0, 0), dtype=np.int64), "sum")  # (K, L, H) fixed point
@@ -175,6 +203,7 @@ class SurfaceStats(Analysis[SurfaceResult]):
         self.add_state("_log_n", 0, "sum")  # fixed point
         self.add_state("_n_examples", 0, "sum")
         self.add_state("_n_without_tokens", 0, "sum")
+        self.add_state("_n_causal", 0, "sum")
 
     def update(self, item: Any, word_attention: WordAttention) -> None:
         """Add one example (skipped and counted when token maps are asked for and missing)."""
@@ -190,12 +219,14 @@ class SurfaceStats(Analysis[SurfaceResult]):
             weights, start, end, punct = _word_inputs(item, word_attention)
         if weights.shape[-1] == 0:
             return
-        values, defined = example_values(weights, start, end, punct)
+        causal = self.causal and weights.shape[-1] > 0
+        values, defined = example_values(weights, start, end, punct, causal)
         values[~defined] = 0.0
         self._sums += to_fixed(values)
         self._counts += defined
-        self._log_n += int(to_fixed(np.log(weights.shape[-1])))
+        self._log_n += int(to_fixed(uniform_reference(weights.shape[-1], causal)))
         self._n_examples += 1
+        self._n_causal += int(causal)
 
     def _check_heads(self, word_attention: WordAttention) -> None:
         if self.bind_heads(word_attention):
@@ -207,7 +238,7 @@ class SurfaceStats(Analysis[SurfaceResult]):
         shape = (len(SURFACE_KEYS), len(layers), len(heads))
         sums = self._sums / FIXED_SCALE if self._sums.size else np.zeros(shape)
         return SurfaceResult(layers, heads, SURFACE_KEYS, sums, self._counts.copy(), self._log_n / FIXED_SCALE,
-                             int(self._n_examples), int(self._n_without_tokens), self.level)
+                             int(self._n_examples), int(self._n_without_tokens), self.level, int(self._n_causal))
 
 
 def _word_inputs(item: Any, word_attention: WordAttention) -> tuple[npt.NDArray[Any], ...]:

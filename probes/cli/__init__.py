@@ -37,6 +37,7 @@ from probes.cli import importance as _importance  # noqa: F401  (registers `impo
 from probes.cli import experiment as _experiment  # noqa: F401  (registers `run`, `report`)
 from probes.cli import verify as _verify  # noqa: F401  (registers `verify`)
 from probes.cli import train as _train  # noqa: F401  (registers `train`)
+from probes.cli import models as _models  # noqa: F401  (registers `models`)
 from probes.errors import ProbesError
 from probes.world import World, init_world, launched
 

@@ -22,7 +22,10 @@ Voita's roles (confidence, positional, rare-word; syntactic = the head wins a re
 leaderboard of the same pass under its corrected held-out test), Kovaleva's patterns (every
 sentence-head map classified) and the Jensen-Shannon distances between heads on --js-sentences
 sentences (MDS layout and clusters). With a masked-LM or causal-LM head, the gradient of the loss
-by key type (Clark §3.2); with --corpus, each head's coreference accuracy.
+by key type (Clark §3.2); with --corpus, each head's coreference accuracy. Head types (previous-token,
+duplicate-token, induction; for encoders also next-token and the bidirectional duplicate and induction) are
+scored as TransformerLens' head detector does, on --head-type-sequences repeated random token sequences.
+For a decoder, measures that need an end special or later tokens say "not defined for a decoder".
 
 Writes heads.csv (one row per head), atlas.md, atlas.html (self-contained, works offline),
 head_view.html (one sentence, every head), figures/, leaderboard/ and run.json to --out.
@@ -52,6 +55,10 @@ def atlas_cli(
     grad_sentences: int = typer.Option(
         200, "--grad-sentences", min=0, max=options.MAX_COUNT, metavar="N",
         help="Sentences of the gradient-importance pass (needs a language-model head; 0 skips it)."),
+    head_type_sequences: int = typer.Option(
+        20, "--head-type-sequences", min=0, max=options.MAX_COUNT, metavar="N",
+        help="Repeated random token sequences (20 tokens, twice) for the head-type scores (previous-token, "
+             "duplicate-token, induction; 0 skips them)."),
     example: Optional[str] = typer.Option(None, "--example", metavar="SENT_ID",
                                           help="Sentence shown in the figures and head view (default: the first "
                                                "of 12-20 words)."),
@@ -76,7 +83,8 @@ def atlas_cli(
     check_out_dir(out_dir, "probes atlas", overwrite=overwrite)  # before the model runs
     result = atlas(model, treebank, corpus=corpus, select_on=select_on, js_sentences=js_sentences,
                    clusters=clusters, counts=counts, word_level=word_level, grad_sentences=grad_sentences,
-                   example=example, batch_size=batch_size, device=device, on_long=on_long, limit=limit,
+                   head_type_sequences=head_type_sequences, example=example, batch_size=batch_size, device=device,
+                   on_long=on_long, limit=limit,
                    progress=progress, record={"options": {"config": str(config) if config else None}},
                    extraction=options.extraction(dtype, max_batch_tokens, max_attention_mb, device_map))
     paths = result.write(out_dir, figures=figures, figure_format=figure_format, overwrite=overwrite)

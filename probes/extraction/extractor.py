@@ -71,6 +71,7 @@ from probes.extraction.batching import batches, groups
 from probes.extraction.budget import DEFAULT_ATTENTION_MB, Budget, out_of_memory
 from probes.extraction.capture import Capture, Forward, force_eager
 from probes.extraction.checks import CHECKED_OPTIONS, DTYPES, ON_LONG, check_device, check_index, check_options
+from probes.extraction.gguf import gguf_source
 from probes.extraction.loading import device_map_of, load_pretrained, place_model, weights_sha256
 from probes.extraction.outputs import ExtractionReport, PairStream
 from probes.extraction.planning import Job, Planner, align, ask_rows, item_id
@@ -251,12 +252,14 @@ class AttentionExtractor:
 
         if self._weights_hash is None and self.name_or_path and Path(self.name_or_path).is_dir():
             self._weights_hash = weights_sha256(self.name_or_path)
+        source = gguf_source(self.name_or_path) if self.name_or_path else None  # a folder converted from a GGUF file
         return {
             "model": self.name_or_path,
             "model_class": type(self.model).__name__,
             "model_type": getattr(self.model.config, "model_type", None),
             "revision": self.revision,
             "weights_sha256": self._weights_hash,
+            **({"weights_source": source} if source else {}),
             "tokenizer": type(self.tokenizer).__name__,
             "tokenizer_name": getattr(self.tokenizer, "name_or_path", None),
             "n_layers": self.n_layers,
@@ -326,6 +329,24 @@ class AttentionExtractor:
     def _attention_sites(self) -> tuple[list[Any], int] | None:
         """Per layer the attention module, and where its output holds the weights; None when unknown."""
         return self._capture.attention_sites()
+
+    # ------------------------------------------------------------------ token ids
+    def token_maps(self, input_ids: Sequence[Sequence[int]]) -> list[npt.NDArray[np.float32]]:
+        """The token maps ``(L', H', T, T)`` of each input given as token ids (specials included, as the model
+        sees them), in ``batch_size`` batches: for synthetic inputs that are not words (head types on random
+        token sequences, :mod:`probes.analysis.head_types`). Each token is its own position; nothing is pooled."""
+        alignments = []
+        for ids in input_ids:
+            n = len(ids)
+            if not 0 < n <= self.max_tokens:
+                raise ConfigError(f"token ids: expected 1 to {self.max_tokens} tokens per input, found {n}")
+            alignments.append(Alignment(input_ids=np.asarray(ids, dtype=np.int64), token_position=np.arange(n),
+                                        is_special=np.zeros(n, dtype=bool), word_tokens=np.ones(n, dtype=np.intp)))
+        out: list[npt.NDArray[np.float32]] = []
+        for start in range(0, len(alignments), self.batch_size):
+            _, maps, _ = self._capture.forward(alignments[start: start + self.batch_size], keep_tokens=True)
+            out += [np.asarray(m, dtype=np.float32) for m in maps]  # type: ignore[arg-type]
+        return out
 
     # ------------------------------------------------------------------ streaming
     def iter_attention(self, sentences: Iterable[Sentence], *, desc: str = "attention",

@@ -35,6 +35,11 @@ llama-style    input of ``self_attn.o_proj``       ``self_attn.v_proj``, KV head
                                                    KV head ``h // (H / KV)``; causal, sliding layers
 ============== =================================== =====================================================
 
+Per-row ablation: ``ablate`` may be ``(K, L, H)``: the batch is then ``K`` equal blocks of rows (the same
+sentences repeated ``K`` times) and block ``j`` has the heads of ``ablate[j]`` removed, so that ``K`` different
+ablations run as one forward pass (:mod:`probes.importance.ablations`). Each block's replacement is computed on
+that block's rows alone, exactly as a pass of the block by itself would compute it.
+
 Precision: Llama's RMSNorm and the eager softmax of Llama and ModernBERT run in float32 even in a float64
 model, and float64 eager decoders (and ModernBERT's local layers) give NaN at a padding query that sees no
 key; both are transformers' doing and show only in tests that compare at float64 precision.
@@ -82,16 +87,18 @@ def uniform_output(values: torch.Tensor, mask: torch.Tensor, before: int | None 
 
 
 def _as_mask(ablate: Any, expected: tuple[int, int]) -> torch.Tensor | None:
-    """``ablate`` as a ``(L, H)`` bool tensor on the CPU, or ``None`` when no head is ablated."""
+    """``ablate`` as a ``(L, H)`` or per-row-block ``(K, L, H)`` bool tensor on the CPU, or ``None`` when no head
+    is ablated."""
     import numpy as np
     import torch
 
     if ablate is None:
         return None
     mask = ablate.detach().cpu() if isinstance(ablate, torch.Tensor) else torch.from_numpy(np.asarray(ablate))
-    if mask.dtype != torch.bool or tuple(mask.shape) != expected:
+    if mask.dtype != torch.bool or mask.dim() not in (2, 3) or tuple(mask.shape[-2:]) != expected \
+            or (mask.dim() == 3 and mask.shape[0] < 1):
         raise ConfigError(f"ablate: expected a bool mask of shape (n_layers, n_heads) = {expected}, found "
-                          f"{mask.dtype} of shape {tuple(mask.shape)}")
+                          f"{mask.dtype} of shape {tuple(mask.shape)} (per-row blocks: (blocks, n_layers, n_heads))")
     return mask if bool(mask.any()) else None
 
 
@@ -122,19 +129,43 @@ def _gate_factor(gate: torch.Tensor, heads: torch.Tensor) -> torch.Tensor:
     return gate.reshape(gate.shape[0], *([1] * (heads.dim() - 3)), gate.shape[1], 1)
 
 
+#: What an ablated head's output becomes: ``replacement(heads (..., H, d), index (k,), rows)`` gives the
+#: ``(..., k, d)`` outputs of heads ``index``, ``heads`` being the rows ``rows`` (a slice) of the batch.
+Replacement = Callable[[Any, Any, slice], Any]
+
+
+def _replace_heads(heads: torch.Tensor, ablated: torch.Tensor, replacement: Replacement, rows: slice) -> torch.Tensor:
+    """``heads`` ``(..., H, d)`` with the ``ablated`` ``(H,)`` heads' slices replaced (only those are computed)."""
+    chosen = ablated.nonzero().flatten().to(heads.device)  # (k,) the ablated heads
+    return heads.index_copy(heads.dim() - 2, chosen, replacement(heads, chosen, rows))  # (..., k, d) put in
+
+
 def _head_hook(site: HeadSite, gate: torch.Tensor | None, ablated: torch.Tensor | None,
-               replacement: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> Any:
-    """A forward pre-hook: replace the ``ablated`` ``(H,)`` heads' slices (only those are computed), then scale
-    all by ``gate``."""
-    index = None if ablated is None else ablated.nonzero().flatten()  # (k,) the ablated heads
+               replacement: Replacement) -> Any:
+    """A forward pre-hook: replace the ``ablated`` heads' slices, then scale all by ``gate``.
+
+    ``ablated`` is ``(H,)`` for the whole batch, or ``(K, H)``: the batch's rows are ``K`` equal blocks, block
+    ``j`` with heads ``ablated[j]`` replaced (each block's replacement computed on its own rows)."""
+    import torch
 
     def hook(module: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
         hidden = args[0]  # (..., n_heads * head_dim)
         shape = hidden.shape
         heads = hidden.reshape(*shape[:-1], site.n_heads, site.head_dim)  # (..., H, d)
-        if index is not None:
-            chosen = index.to(heads.device)
-            heads = heads.index_copy(heads.dim() - 2, chosen, replacement(heads, chosen))  # (..., k, d) put in
+        if ablated is not None and ablated.dim() == 1:
+            heads = _replace_heads(heads, ablated, replacement, slice(None))
+        elif ablated is not None:
+            blocks = ablated.shape[0]
+            if heads.dim() < 3 or heads.shape[0] % blocks:
+                raise ConfigError(f"ablate: per-row blocks need a batch of {blocks} equal blocks of rows, found "
+                                  f"{heads.shape[0] if heads.dim() >= 3 else 'no'} rows at {site.name}")
+            size = heads.shape[0] // blocks
+            parts = []
+            for j in range(blocks):
+                rows = slice(j * size, (j + 1) * size)
+                part = heads[rows]  # (size, T, H, d)
+                parts.append(_replace_heads(part, ablated[j], replacement, rows) if bool(ablated[j].any()) else part)
+            heads = torch.cat(parts, dim=0)
         if gate is not None:
             heads = heads * _gate_factor(gate, heads)
         return (heads.reshape(shape), *args[1:])
@@ -159,20 +190,20 @@ def _mask_hook(module: Any, state: dict[str, Any]) -> Any:
     return hook
 
 
-def _uniform_replacement(site: ValueSite, state: dict[str, Any]
-                         ) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
-    """The uniform-attention output ``(B, T, k, d)`` of heads ``index`` from the captured values and mask."""
+def _uniform_replacement(site: ValueSite, state: dict[str, Any]) -> Replacement:
+    """The uniform-attention output ``(B, T, k, d)`` of heads ``index`` from the captured values and mask
+    (their rows ``rows``)."""
     import torch
 
-    def replacement(heads: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    def replacement(heads: torch.Tensor, index: torch.Tensor, rows: slice) -> torch.Tensor:
         values = state.get(site.layer)
+        values = None if values is None else values[rows]
         if values is None or heads.dim() != 4 or values.shape[:2] != heads.shape[:2]:
             raise ConfigError(f"uniform attention: expected the values of layer {site.layer} "
                               f"({site.name}) for {tuple(heads.shape[:2])} tokens, found "
                               f"{None if values is None else tuple(values.shape[:2])}")
         mask = state.get("mask")
-        if mask is None:
-            mask = torch.ones(heads.shape[:2], dtype=torch.bool, device=heads.device)
+        mask = torch.ones(heads.shape[:2], dtype=torch.bool, device=heads.device) if mask is None else mask[rows]
         return uniform_output(values.index_select(2, index.to(values.device)), mask, site.before,
                               site.after).to(heads.dtype)
 
@@ -194,7 +225,8 @@ def intervene(model: Any, *, gates: torch.Tensor | None = None, ablate: torch.Te
     Args:
         model: a Hugging Face model of a family in :data:`probes.extraction.families.HEAD_OUTPUT_MODULES`.
         gates: ``(L, H)``, or ``(B, L, H)`` one row per example of each batch; may require grad.
-        ablate: ``(L, H)`` bool, the heads removed (``None``: none).
+        ablate: ``(L, H)`` bool, the heads removed (``None``: none); or ``(K, L, H)``: each batch is ``K``
+            equal blocks of rows, block ``j`` with the heads of ``ablate[j]`` removed.
         ablation: how they are replaced, one of :data:`ABLATIONS`.
         means: ``(L, H, head_dim)`` each head's mean output (:func:`head_means`), for ``"mean"``.
 
@@ -216,7 +248,7 @@ def intervene(model: Any, *, gates: torch.Tensor | None = None, ablate: torch.Te
         replacements = _replacements(model, sites, mask, ablation, means, state, handles)
         for site in sites:
             gate = None if gates is None else gates[..., site.layer, :]  # (H,) or (B, H)
-            ablated = None if mask is None or not bool(mask[site.layer].any()) else mask[site.layer]
+            ablated = None if mask is None or not bool(mask[..., site.layer, :].any()) else mask[..., site.layer, :]
             if gate is not None or ablated is not None:
                 hook = _head_hook(site, gate, ablated, replacements[site.layer])
                 handles.append(site.module.register_forward_pre_hook(hook))
@@ -229,7 +261,7 @@ def intervene(model: Any, *, gates: torch.Tensor | None = None, ablate: torch.Te
 
 def _replacements(model: Any, sites: list[HeadSite], mask: torch.Tensor | None, ablation: str,
                   means: torch.Tensor | None, state: dict[str, Any], handles: list[Any]
-                  ) -> list[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]:
+                  ) -> list[Replacement]:
     """Per layer, what the output ``(..., k, d)`` of ablated heads ``index`` ``(k,)`` becomes, given all heads'
     ``(..., H, d)`` (registering the hooks it needs)."""
     import torch
@@ -239,16 +271,17 @@ def _replacements(model: Any, sites: list[HeadSite], mask: torch.Tensor | None, 
         return value.to(device=heads.device, dtype=heads.dtype).expand(*heads.shape[:-2], *value.shape)
 
     if mask is None or ablation == "zero":
-        return [lambda heads, index: heads.new_zeros(*heads.shape[:-2], index.shape[0], heads.shape[-1])] * len(sites)
+        return [lambda heads, index, rows: heads.new_zeros(*heads.shape[:-2], index.shape[0], heads.shape[-1])
+                ] * len(sites)
     if ablation == "mean":
         _check_means(means, sites)
-        return [lambda heads, index, layer=site.layer: shaped(heads, index, means[layer][index.to(means.device)])
+        return [lambda heads, index, rows, layer=site.layer: shaped(heads, index, means[layer][index.to(means.device)])
                 for site in sites]
     base = getattr(model, "base_model", model)  # runs whatever head the model has, and gets the mask by name
     handles.append(base.register_forward_pre_hook(_mask_hook(base, state), with_kwargs=True))
     values = value_sites(model)
     for site in values:
-        if bool(mask[site.layer].any()):
+        if bool(mask[..., site.layer, :].any()):
             handles.append(site.module.register_forward_hook(_value_hook(site, state)))
     return [_uniform_replacement(site, state) for site in values]
 

@@ -5,7 +5,9 @@
 ``model/`` folder if it holds a ``config.json``, else its own folder. The package is found with
 :func:`importlib.util.find_spec` and never imported, so naming it runs none of its code.
 ``random-init:BASE@SEED`` names BASE's architecture with freshly initialised weights
-(:mod:`probes.extraction.random_init`). Anything else is a local folder (with a ``config.json``) or a hub name.
+(:mod:`probes.extraction.random_init`). A ``.gguf`` file, a folder holding one (and no ``config.json``) or a
+package shipping one is converted once into a cached model folder (:mod:`probes.extraction.gguf`). Anything else
+is a local folder (with a ``config.json``) or a hub name.
 
 Models are loaded with ``attn_implementation="eager"``, the only implementation that returns
 attention weights; byte-level BPE tokenizers (RoBERTa, GPT-2 ...) with ``add_prefix_space=True``
@@ -34,6 +36,7 @@ from typing import Any
 from probes.checksum import files_sha256
 from probes.errors import ConfigError
 from probes.extraction.families import is_byte_level
+from probes.extraction.gguf import find_gguf, gguf_in_folders, gguf_model_folder
 from probes.extraction.random_init import is_random_init, parse_random_init, random_init_folder
 from probes.training.checkpoints import is_trained, resolve_trained
 
@@ -56,10 +59,12 @@ _WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt")
 
 def resolve_model(spec: str) -> str:
     """A model folder or hub name: ``package:NAME`` turned into the package's model folder, ``random-init:BASE@SEED``
-    into its twin's folder (written on first use), ``trained:RUN@STEP`` into a checkpoint folder of a training run.
+    into its twin's folder (written on first use), ``trained:RUN@STEP`` into a checkpoint folder of a training run,
+    a GGUF file (or a folder or package holding one) into its converted folder (written on first use).
 
     Raises:
-        ConfigError: the package is not installed or holds no model folder; the run has no checkpoint at STEP.
+        ConfigError: the package is not installed or holds no model folder; the run has no checkpoint at STEP;
+            a GGUF file that cannot be read or converted.
     """
     if is_trained(spec):
         return resolve_trained(spec)
@@ -69,7 +74,8 @@ def resolve_model(spec: str) -> str:
             raise ConfigError(f"model {spec!r}: the base of a random-init twin cannot itself be random-init")
         return random_init_folder(spec, resolve_model(base), load_tokenizer)
     if not spec.startswith(PACKAGE_PREFIX):
-        return spec
+        gguf_file = find_gguf(spec)
+        return spec if gguf_file is None else str(gguf_model_folder(gguf_file))
     name = spec[len(PACKAGE_PREFIX):]
     found = _package_spec(name)
     if found is None:
@@ -78,8 +84,11 @@ def resolve_model(spec: str) -> str:
     for folder in _package_model_folders(found):
         if (folder / "config.json").is_file():
             return str(folder.resolve())
+    gguf_file = gguf_in_folders(_package_model_folders(found), spec)
+    if gguf_file is not None:
+        return str(gguf_model_folder(gguf_file))
     raise ConfigError(f"model {spec!r}: package {name!r} holds no model folder (expected a model/ folder with a "
-                      "config.json, or a config.json next to its __init__.py)")
+                      "config.json, a config.json next to its __init__.py, or one .gguf file)")
 
 
 def _package_spec(name: str) -> importlib.machinery.ModuleSpec | None:

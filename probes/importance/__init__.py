@@ -8,6 +8,8 @@ objective changes.
 * ``objectives``: what a change is measured on (:class:`Objective`): the language-model loss, the
   representation objective, a dependency-relation probe, or any callable.
 * ``scores``: Michel et al. 2019's gradient importance and leave-one-out effects (:class:`ImportanceResult`).
+* ``ablations``: many ablations in few passes (row blocks of one pass, layers below the ablation replayed),
+  what leave-one-out runs on.
 * ``pruning``: iterative pruning curves against random and annotation-based orders, and Michel's
   one-head-per-layer experiment (:class:`PruningResult`).
 

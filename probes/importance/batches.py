@@ -175,3 +175,30 @@ def make_batches(encoded: Sequence[EncodedSentence], *, pad_id: int, max_batch_t
     if chunk:
         batches.append(_batch(chunk, pad_id, device))
     return batches
+
+
+# ----------------------------------------------------------------------------- shared by scores and ablations
+def _as_batches(batches: Any) -> list[Any]:
+    """``batches`` as a list (they are read several times); InputError when there is none."""
+    out = list(batches)
+    if not out:
+        raise InputError("importance: expected at least one batch of sentences, found none")
+    return out
+
+
+def _shape(model: Any) -> tuple[int, int]:
+    """``(L, H)``: the model's layers and heads per layer (the hooked output projections)."""
+    from probes.extraction.families import head_sites
+
+    sites = head_sites(model)
+    return len(sites), sites[0].n_heads
+
+
+def _in_index_order(rows: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]]
+                    ) -> npt.NDArray[np.float64]:
+    """``(N, ...)`` per-batch ``(indices (B,), values (B, ...))`` stacked in sentence index order."""
+    indices = np.concatenate([i for i, _ in rows])
+    if np.unique(indices).size != indices.size:
+        raise InputError("importance: expected each sentence in one batch only, found a sentence index twice")
+    values = np.concatenate([v for _, v in rows], axis=0)
+    return values[np.argsort(indices, kind="stable")]

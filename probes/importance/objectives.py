@@ -108,6 +108,8 @@ class RepresentationObjective:
     """
 
     name = "representation"
+    #: Reads only the model's output: batched leave-one-out may replay the layers below an ablation.
+    final_states_only = True
     #: The loss is at its minimum on the unmodified model (gate gradients vanish there).
     stationary = True
 
@@ -166,6 +168,8 @@ class LanguageModelObjective:
     """
 
     name = "lm"
+    #: Reads only the model's output: batched leave-one-out may replay the layers below an ablation.
+    final_states_only = True
 
     def __init__(self, tokenizer: Any, kind: str, *, seed: int = 0) -> None:
         if kind not in LM_KINDS:
@@ -253,6 +257,8 @@ class ProbeObjective:
     """
 
     name = "probe"
+    #: Reads only the model's output: batched leave-one-out may replay the layers below an ablation.
+    final_states_only = True
 
     def __init__(self, *, C: float = 0.1, max_iter: int = 500, random_state: int = 0) -> None:
         self.C, self.max_iter, self.random_state = float(C), int(max_iter), int(random_state)

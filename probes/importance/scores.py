@@ -11,7 +11,9 @@
   ``E_x |de/dg_h|^2 / 2`` (``e`` the unit pooled state): the second-order estimate of the loss change when
   head h alone is removed (:data:`GAUSS_NEWTON_RULE`); ``ImportanceResult.criterion`` says which was used.
 * Leave-one-out (Michel §3.2): each head ablated alone; the effect is the mean over sentences of the
-  loss change, with a percentile bootstrap interval over sentences.
+  loss change, with a percentile bootstrap interval over sentences. Several heads' ablations run as row
+  blocks of one pass and the layers below the ablated one are not run again
+  (:mod:`probes.importance.ablations`); ``method="one-at-a-time"`` is the plain loop, equal to float rounding.
 * Agreement: Spearman's rank correlation between importance and leave-one-out effect over heads
   (:func:`probes.heads.inference.spearman_rows`, scipy's), with an interval from the same bootstrap over
   sentences (both measures recomputed in every resample).
@@ -27,13 +29,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from probes.errors import ConfigError, InputError, ModelOutputError
+from probes.errors import ConfigError, ModelOutputError
 from probes.heads.inference import spearman_rows
+from probes.importance.batches import _as_batches, _in_index_order, _shape
 from probes.heads.intervals import percentile_interval, resample_counts
 from probes.results import Result, head_axes, head_names, long_table
 
 __all__ = ["ImportanceResult", "gate_gradients", "sentence_metrics", "leave_one_out", "normalize_importance",
-           "head_importance", "is_stationary", "IMPORTANCE_RULE", "GAUSS_NEWTON_RULE", "GAUSS_NEWTON_PROBES"]
+           "head_importance", "is_stationary", "IMPORTANCE_RULE", "GAUSS_NEWTON_RULE", "GAUSS_NEWTON_PROBES",
+           "LOO_METHODS"]
 
 #: Rademacher probes per batch of the Gauss-Newton estimate (each one backward pass); the estimate is
 #: unbiased per sentence and its noise averages out over sentences (relative error about sqrt(2 / (k N))).
@@ -122,32 +126,6 @@ def _bar(progress: bool, total: int, desc: str) -> Any:
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc=desc, disable=not progress, leave=False)
-
-
-def _as_batches(batches: Any) -> list[Any]:
-    """``batches`` as a list (they are read several times); InputError when there is none."""
-    out = list(batches)
-    if not out:
-        raise InputError("importance: expected at least one batch of sentences, found none")
-    return out
-
-
-def _shape(model: Any) -> tuple[int, int]:
-    """``(L, H)``: the model's layers and heads per layer (the hooked output projections)."""
-    from probes.extraction.families import head_sites
-
-    sites = head_sites(model)
-    return len(sites), sites[0].n_heads
-
-
-def _in_index_order(rows: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]]
-                    ) -> npt.NDArray[np.float64]:
-    """``(N, ...)`` per-batch ``(indices (B,), values (B, ...))`` stacked in sentence index order."""
-    indices = np.concatenate([i for i, _ in rows])
-    if np.unique(indices).size != indices.size:
-        raise InputError("importance: expected each sentence in one batch only, found a sentence index twice")
-    values = np.concatenate([v for _, v in rows], axis=0)
-    return values[np.argsort(indices, kind="stable")]
 
 
 def _pruned_mask(pruned: Any, shape: tuple[int, int]) -> npt.NDArray[np.bool_] | None:
@@ -263,14 +241,43 @@ def sentence_metrics(model: Any, batches: Any, objective: Any, *, pruned: Any = 
     return {name: _in_index_order(values) for name, values in rows.items()}
 
 
+#: How :func:`leave_one_out` runs: several heads' ablations as row blocks of one pass, layers below the ablated
+#: layer replayed (:mod:`probes.importance.ablations`), or one pass over the data per head (the reference).
+LOO_METHODS: tuple[str, ...] = ("batched", "one-at-a-time")
+
+
 def leave_one_out(model: Any, batches: Any, objective: Any, *, ablation: str = "zero", means: Any = None,
-                  progress: bool = False) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """``(base (N,), ablated (N, L, H))`` per-sentence losses, unmodified and with each head ablated alone."""
+                  progress: bool = False, method: str = "batched", max_tokens: int | None = None,
+                  skip_lower: bool | None = None) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """``(base (N,), ablated (N, L, H))`` per-sentence losses, unmodified and with each head ablated alone.
+
+    ``method="batched"`` (default) runs up to ``max_tokens`` padded tokens of ablations per pass (default
+    :data:`probes.importance.ablations.DEFAULT_LOO_TOKENS`) and replays the layers below each ablated layer
+    when ``skip_lower`` (default: the objective reads only the model's output); ``"one-at-a-time"`` is one
+    pass over the data per head. Both give the same numbers up to float rounding.
+    """
+    from probes.importance.ablations import DEFAULT_LOO_TOKENS, ablated_metrics
+
+    if method not in LOO_METHODS:
+        raise ConfigError(f"leave-one-out method: expected one of {', '.join(LOO_METHODS)}, found {method!r}")
     batches = _as_batches(batches)
     n_layers, n_heads = _shape(model)
+    desc = f"leave-one-out ({n_layers * n_heads} heads)"
+    if method == "batched":
+        masks = np.eye(n_layers * n_heads, dtype=bool).reshape(-1, n_layers, n_heads)  # (L*H, L, H): one head each
+        masks = np.concatenate([np.zeros((1, n_layers, n_heads), dtype=bool), masks])  # row 0: nothing ablated
+        with _bar(progress, len(masks) * len(batches), desc) as bar:
+            metrics = ablated_metrics(model, batches, objective, masks, ablation=ablation, means=means,
+                                      max_tokens=DEFAULT_LOO_TOKENS if max_tokens is None else max_tokens,
+                                      skip_lower=skip_lower, bar=bar)
+        if "loss" not in metrics:
+            raise ModelOutputError(f"objective {getattr(objective, 'name', objective)!r}: expected 'loss' among the "
+                                   f"metrics of evaluate, found {', '.join(metrics) or 'none'}")
+        losses = metrics["loss"]  # (1 + L*H, N)
+        return losses[0], losses[1:].T.reshape(-1, n_layers, n_heads)
     base = sentence_metrics(model, batches, objective)["loss"]
     ablated = np.empty((base.shape[0], n_layers, n_heads))
-    with _bar(progress, n_layers * n_heads, f"leave-one-out ({n_layers * n_heads} heads)") as bar:
+    with _bar(progress, n_layers * n_heads, desc) as bar:
         for layer in range(n_layers):
             for head in range(n_heads):
                 mask = np.zeros((n_layers, n_heads), dtype=bool)
@@ -340,14 +347,15 @@ def _loo_scores(grads: npt.NDArray[np.float64], deltas: npt.NDArray[np.float64],
 
 def head_importance(model: Any, batches: Any, objective: Any, *, loo: bool = True, ablation: str = "zero",
                     means: Any = None, global_rescale: bool = False, n_resamples: int = 1000,
-                    confidence: float = 0.95, seed: int = 0, data: str = "", progress: bool = False
-                    ) -> ImportanceResult:
+                    confidence: float = 0.95, seed: int = 0, data: str = "", progress: bool = False,
+                    loo_method: str = "batched", loo_tokens: int | None = None) -> ImportanceResult:
     """Gradient importance, leave-one-out effects and their rank correlation on ``batches`` (one pass each).
 
     The bootstrap draws sentences with :func:`probes.heads.intervals.resample_counts` (``seed``); each
     resample recomputes both the importance (normalised as the point estimate) and the leave-one-out
     effects, so the interval of Spearman's rho covers both. The gradient pass runs with every head present
-    (``ablation`` and ``means`` only say how leave-one-out removes a head).
+    (``ablation`` and ``means`` only say how leave-one-out removes a head); ``loo_method`` and ``loo_tokens``
+    are :func:`leave_one_out`'s ``method`` and ``max_tokens``.
     """
     _check_bootstrap(n_resamples, confidence)
     batches = _as_batches(batches)
@@ -356,7 +364,8 @@ def head_importance(model: Any, batches: Any, objective: Any, *, loo: bool = Tru
     raw = grads.mean(axis=0)
     importance = normalize_importance(raw, global_rescale=global_rescale)
     if loo:
-        base, ablated = leave_one_out(model, batches, objective, ablation=ablation, means=means, progress=progress)
+        base, ablated = leave_one_out(model, batches, objective, ablation=ablation, means=means, progress=progress,
+                                      method=loo_method, max_tokens=loo_tokens)
         scores = _loo_scores(grads, ablated - base[:, None, None], importance, global_rescale, n_resamples,
                              confidence, seed)
         base_loss = float(base.mean())

@@ -416,7 +416,7 @@ def write_anaphora(folder: OutputFolder, run: Any) -> RunRecord:
     """
     rows, md, _, correction = run.full_tables()
     record = run.record.updated(selection=run.selection_info.as_dict(), significance=correction.as_dict())
-    inputs = inputs_lines(run.record.inputs, limit=None)
+    inputs = inputs_lines(RunRecord.of(run.record), limit=None)
     scope = "every document of the corpus (both halves)" if run.whole is not run.result else "the reported data"
     md = f"`scores.csv` and the heatmaps show every head on {scope}.\n\n{md}"
     folder.add_all(write_leaderboard(folder.root, run.NAME, title=run.title, cells=run.CELLS, rows=rows, md=md,

@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from probes.extraction.gguf import weights_line
+from probes.run_record import RunRecord
+
 __all__ = ["inputs_lines"]
 
 
@@ -18,11 +21,19 @@ def _ids(ids: Sequence[str], limit: int | None) -> str:
 _SPLIT_NAMES = {"select": "selection", "eval": "evaluation", "train": "training"}
 
 
-def inputs_lines(inputs: Mapping[str, Mapping[str, Any]], *, limit: int | None = 10) -> list[str]:
+def inputs_lines(inputs: Mapping[str, Mapping[str, Any]] | RunRecord, *, limit: int | None = 10) -> list[str]:
     """One line per split of an ``inputs`` section (``{split: inputs_record}``), naming the ids cut or windowed
     (the first ``limit`` of each kind; None: all), e.g. ``report split (test.conllu): 9 of 10 sentences
-    analysed; over 64 tokens: 1 skipped: s600``."""
+    analysed; over 64 tokens: 1 skipped: s600``.
+
+    Given a whole run record, the lines of its ``inputs`` follow one on the model's weights when they were
+    dequantised from a GGUF file: ``model weights dequantised from Q4_1 to float32 (NAME.gguf, sha256 ...)``.
+    """
     lines = []
+    if isinstance(inputs, RunRecord):
+        weights = weights_line(dict(inputs.weights_source or {}))
+        lines += [f"model {weights}"] if weights else []
+        inputs = inputs.inputs
     for name, split in inputs.items():
         unit = split.get("unit", "sentences")
         phase = _SPLIT_NAMES.get(name, name)

@@ -158,7 +158,7 @@ def leaderboard_footer(rows: Sequence[LeaderboardRow], record: RunRecord) -> lis
 
 def _inputs_markdown(record: RunRecord) -> list[str]:
     """The "Inputs" paragraph: per split, sentences analysed and every one skipped, truncated or windowed, by id."""
-    lines = inputs_lines(record.inputs, limit=None)
+    lines = inputs_lines(record, limit=None)
     return ["Inputs (a sentence over the model's maximum length, special tokens included, is skipped, truncated "
             "or run in windows, as `--on-long` says; a truncated one is given to no analysis):", "",
             *(f"- {md_text(line)}" for line in lines), ""] if lines else []

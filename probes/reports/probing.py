@@ -325,7 +325,7 @@ def write_probes(folder: OutputFolder, run: Any) -> RunRecord:
     out, figures = folder.root, folder.figures
     results: dict[str, Any] = RunRecord.of(run.record).to_dict()  # the record's fields, with the tables' added
     look = {"subject": run.subject(), "fmt": folder.figure_format}
-    inputs = inputs_lines(RunRecord.of(run.record).inputs, limit=None)
+    inputs = inputs_lines(RunRecord.of(run.record), limit=None)
     seeds = {"seeds": list(run.seeds)}
     if run.parsers:
         results["parsers"] = run.parser_rows()

@@ -10,6 +10,12 @@ same pass (:func:`probes.analysis.driver.stream`):
 * Jensen-Shannon distances between heads on a budget of sentences (Clark §6;
   :mod:`probes.analysis.head_distances`), then an MDS layout and clusters (:mod:`probes.heads.groups`).
 
+Then the head types decoders are known for (previous-token, duplicate-token, induction; for encoders also their
+bidirectional counterparts), scored as TransformerLens' head detector does on repeated random token sequences
+(:mod:`probes.analysis.head_types`). For a decoder the surface statistics are measured on causal rows (BOS, if the
+tokenizer adds one, is the start special; there is no end special); a measure not defined for a decoder is left
+empty and said to be so, never given a verdict.
+
 Then, outside the pass: each head's best relation (:mod:`probes.heads.profile`), the syntactic role from the
 leaderboard's corrected held-out test, the gradient importance by key type where the model has a
 language-model head (:mod:`probes.extraction.gradients`, its own budgeted pass with backward), and the
@@ -48,12 +54,14 @@ if TYPE_CHECKING:
     from probes.extraction.attention import TokenAttention
     from probes.runs.extraction_options import ExtractionOptions
 
-__all__ = ["Atlas", "atlas", "DEFAULT_GRAD_SENTENCES", "EXAMPLE_WORDS"]
+__all__ = ["Atlas", "atlas", "DEFAULT_GRAD_SENTENCES", "DEFAULT_HEAD_TYPE_SEQUENCES", "EXAMPLE_WORDS"]
 
 _COMMAND = "probes atlas"
 
 #: Sentences of the gradient-importance pass (a backward pass each; Clark et al. used 1,000 segments).
 DEFAULT_GRAD_SENTENCES = 200
+#: Repeated random sequences of the head-type scores (probes.analysis.head_types; 0 skips them).
+DEFAULT_HEAD_TYPE_SEQUENCES = 20
 #: The example sentence (when none is named) is the first with this many words (inclusive range).
 EXAMPLE_WORDS = (12, 20)
 
@@ -71,6 +79,8 @@ class Atlas(Result):
         clusters: ``(N,)`` cluster of each head, 1..k.
         gradients: gradient importance by key type, or None (``gradients_note`` says why).
         coref_accuracy: ``(L, H)`` antecedent-selection accuracy on the coreference corpus, or None.
+        head_types: the head-type scores (:class:`~probes.analysis.head_types.HeadTypeScores`), or None
+            (``head_types_note`` says why).
         example_id, example_words, example: the sentence shown, and its token maps.
         record: the run record (``run.json``).
     """
@@ -95,6 +105,8 @@ class Atlas(Result):
     example_words: tuple[str, ...] = ()
     example: TokenAttention | None = None
     record: RunRecord = field(default_factory=RunRecord)
+    head_types: Any = None
+    head_types_note: str = ""
 
     @property
     def layers(self) -> tuple[int, ...]:
@@ -160,7 +172,7 @@ def _example(sentences: Sequence[Sentence], example: str | None) -> Sentence:
 
 
 def _analyses(sentences: Sequence[Sentence], *, frequencies: Mapping[str, int], js_sentences: int,
-              word_level: bool, js_items: bool = False) -> dict[str, Any]:
+              word_level: bool, js_items: bool = False, causal: bool = False) -> dict[str, Any]:
     """The atlas' analyses of the one pass (run beside the leaderboard's own), as one ``"atlas"`` analysis
     that runs them in a child process (:class:`probes.analysis.offload.Offloaded`); its result is a dict
     of their results by name."""
@@ -172,14 +184,14 @@ def _analyses(sentences: Sequence[Sentence], *, frequencies: Mapping[str, int], 
     from probes.analysis.offload import Offloaded
 
     out: dict[str, Any] = {
-        "surface": SurfaceStats(level="token"),
+        "surface": SurfaceStats(level="token", causal=causal),
         "roles": HeadRoles(frequencies),
         "patterns": AttentionPatterns(),
         "distances": HeadDistances(max_items=js_sentences,
                                    ids=spread_ids([s.sent_id for s in sentences], js_sentences), keep_items=js_items),
     }
     if word_level:
-        out["surface_words"] = SurfaceStats(level="word")
+        out["surface_words"] = SurfaceStats(level="word", causal=causal)
     return {"atlas": Offloaded(out)}  # in a child process: off the model's interpreter lock
 
 
@@ -199,6 +211,21 @@ def _gradients(model_path: str, sentences: Sequence[Sentence], n: int, batch_siz
                           f"encoder or decoder; missing {str(exc).split(': missing ')[-1].split('. Expected')[0]})")
         return None, f"not computed: {exc}"
     return result, ""
+
+
+def _head_types(extractor: Any, n_sequences: int) -> tuple[Any, str]:
+    """The head-type scores on ``n_sequences`` repeated random sequences, or ``(None, why not)``."""
+    from probes.analysis.head_types import DEFAULT_LENGTH, head_types, ordinary_ids, special_ids
+
+    if n_sequences == 0:
+        return None, "not computed (--head-type-sequences 0)"
+    prefix, suffix = special_ids(extractor.tokenizer)
+    room = (extractor.max_tokens - len(prefix) - len(suffix)) // 2  # each sequence runs twice
+    length = min(DEFAULT_LENGTH, room, len(ordinary_ids(extractor.tokenizer)))
+    try:
+        return head_types(extractor, n_sequences=n_sequences, length=length, seed=0), ""
+    except (ConfigError, ModelOutputError) as exc:
+        return None, f"not computed: {exc}"
 
 
 def _coref(extractor: Any, corpus: str | Path, limit: int | None, progress: bool) -> tuple[Any, dict[str, Any]]:
@@ -226,6 +253,7 @@ def atlas(
     counts: str | Path | None = None,
     word_level: bool = False,
     grad_sentences: int = DEFAULT_GRAD_SENTENCES,
+    head_type_sequences: int = DEFAULT_HEAD_TYPE_SEQUENCES,
     example: str | None = None,
     batch_size: int = 32,
     device: str | None = None,
@@ -251,6 +279,8 @@ def atlas(
         counts: a word counts file (``word<TAB>count``) for rare-word heads (default: the treebank's counts).
         word_level: also compute the surface statistics on word maps.
         grad_sentences: sentences of the gradient-importance pass (0: skip it).
+        head_type_sequences: repeated random sequences (of 20 tokens, or fewer where the model takes less)
+            of the head-type scores (0: skip them; :mod:`probes.analysis.head_types`).
         example: id of the sentence to show (default: the first of 12-20 words).
         batch_size, device, on_long, limit, progress: as for the leaderboard (sentences run in windows or
             truncated have no token maps: the token-level measures count them in ``n_without_tokens``).
@@ -264,14 +294,16 @@ def atlas(
     js_sentences = DEFAULT_JS_SENTENCES if js_sentences is None else js_sentences
     clusters = DEFAULT_CLUSTERS if clusters is None else clusters
     for name, value, least in (("js_sentences", js_sentences, 2), ("clusters", clusters, 1),
-                               ("grad_sentences", grad_sentences, 0)):
+                               ("grad_sentences", grad_sentences, 0),
+                               ("head_type_sequences", head_type_sequences, 0)):
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise ConfigError(f"{name} must be a whole number >= {least} (--{name.replace('_', '-')}), found {value!r}")
     check_run_options(batch_size=batch_size, device=device, on_long=on_long, limit=limit, extraction=extraction)
     options = {"select_on": None if select_on is None else str(select_on), "js_sentences": js_sentences,
                "js_items": bool(js_items),
                "clusters": clusters, "counts": None if counts is None else str(counts), "word_level": word_level,
-               "grad_sentences": grad_sentences, "batch_size": batch_size, "device": device, "on_long": on_long,
+               "grad_sentences": grad_sentences, "head_type_sequences": head_type_sequences,
+               "batch_size": batch_size, "device": device, "on_long": on_long,
                "limit": limit}
     return _run(str(model), treebank, corpus, example, options, progress, dict(record or {}), extraction)
 
@@ -292,6 +324,7 @@ def _read(treebank: str | Path, limit: int | None, counts: str | None, example: 
 def _run(model: str, treebank: str | Path, corpus: str | Path | None, example: str | None, options: dict[str, Any],
          progress: bool, extra_fields: dict[str, Any], extraction: ExtractionOptions | None = None) -> Atlas:
     """The atlas with checked ``options`` (see :func:`atlas`)."""
+    from probes.extraction.families import is_decoder
     from probes.extraction.loading import resolve_model
     from probes.heads.groups import GROUP_RULE, cluster_heads, mds_layout
     from probes.heads.profile import board_profile
@@ -310,7 +343,8 @@ def _run(model: str, treebank: str | Path, corpus: str | Path | None, example: s
     timings["model_load_s"] = time.perf_counter() - t0
     threading.Thread(target=_preload, name="probes-preload", daemon=True).start()  # overlaps the model's pass
     extra = _analyses(sentences, frequencies=frequencies, js_sentences=options["js_sentences"],
-                      word_level=options["word_level"], js_items=options["js_items"])
+                      word_level=options["word_level"], js_items=options["js_items"],
+                      causal=is_decoder(extractor.model))
     t0 = time.perf_counter()
     board = leaderboard(extractor, sentences, select_on=options["select_on"], name=data_name(treebank),
                         progress=progress, analyses=extra, record={"command": _COMMAND})
@@ -322,6 +356,9 @@ def _run(model: str, treebank: str | Path, corpus: str | Path | None, example: s
     profile = board_profile(board)
     timings["groups_s"] = time.perf_counter() - t0
     example_maps = _example_maps(extractor, shown)
+    t0 = time.perf_counter()
+    types, types_note = _head_types(extractor, options["head_type_sequences"])
+    timings["head_types_s"] = time.perf_counter() - t0
     coref_accuracy, coref_record = (None, None) if corpus is None else _coref(extractor, corpus, options["limit"],
                                                                              progress)
     t0 = time.perf_counter()
@@ -338,13 +375,15 @@ def _run(model: str, treebank: str | Path, corpus: str | Path | None, example: s
                      "inputs": board.record.inputs if board.record.has("inputs") else None,
                      "counts": board.record.detail("counts")},
         world=board.record.world,
-        coreference=coref_record, gradients_note=note, timings=timings)
+        coreference=coref_record, gradients_note=note, timings=timings,
+        head_types={"rule": types.rule, "length": types.length} if types is not None else {"note": types_note})
     full = full.updated(extra_fields, options={**full.options, **extra_fields.get("options", {})})
     return Atlas(board=replace(board, analyses={}), surface=results["surface"], roles=results["roles"],
                  patterns=results["patterns"], distances=results["distances"], profile=profile, layout=layout,
                  clusters=np.asarray(groups, dtype=np.int64), surface_words=results.get("surface_words"),
                  gradients=gradients, gradients_note=note, coref_accuracy=coref_accuracy,
-                 example_id=shown.sent_id, example_words=tuple(shown.words), example=example_maps, record=full)
+                 example_id=shown.sent_id, example_words=tuple(shown.words), example=example_maps, record=full,
+                 head_types=types, head_types_note=types_note)
 
 
 def _preload() -> None:

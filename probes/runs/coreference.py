@@ -134,7 +134,7 @@ class _AnaphoraReport:
     def notes(self) -> str:
         """What happened to the inputs, one line per corpus: windows analysed and, by id, every window skipped,
         truncated or run in windows of its own (the console summary; also in the Markdown report)."""
-        return "\n".join(f"Inputs, {line}" for line in inputs_lines(self.record.inputs))
+        return "\n".join(f"Inputs, {line}" for line in inputs_lines(self.record))
 
     def summary(self) -> str:
         """Same as :meth:`notes`."""

@@ -94,13 +94,15 @@ class _Hashes:
     def model(self, spec: Any) -> dict[str, Any]:
         """``{spec, path, weights_sha256, n_layers, n_heads}`` of a model spec (a random-init twin is written here)."""
         if spec.name not in self.models:
+            from probes.extraction.gguf import gguf_source
             from probes.extraction.loading import resolve_model, weights_sha256
 
             path = resolve_model(spec.spec)
             folder = path if Path(path).is_dir() else _hub_snapshot(path)
+            source = gguf_source(folder)  # weights dequantised from a GGUF file: say so
             self.models[spec.name] = {"spec": spec.spec, "kind": spec.kind, "base": spec.base, "seed": spec.seed,
                                       "path": path, "weights_sha256": None if folder is None else weights_sha256(folder),
-                                      **_shape(path)}
+                                      **({"weights_source": source} if source else {}), **_shape(path)}
         return self.models[spec.name]
 
     def data(self, spec: str) -> dict[str, str]:

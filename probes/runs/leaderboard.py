@@ -129,7 +129,7 @@ class Leaderboard(Result):
         """What happened to the inputs, one line per split (per half in ``"split"`` mode): how many were
         analysed and, by id, every sentence skipped, truncated or run in windows (the console summary; also
         in ``leaderboard.md``)."""
-        return "\n".join(f"Inputs, {line}" for line in inputs_lines(self.record.inputs))
+        return "\n".join(f"Inputs, {line}" for line in inputs_lines(self.record))
 
     summary = notes
 

@@ -206,7 +206,7 @@ def analysis_rules(kind: str) -> Mapping[str, Rule]:
     elif kind == "atlas":
         rules = {**_extraction_rules(), "js_sentences": Rule("count", 2, MAX_COUNT), "js_items": _FLAG,
                  "clusters": COUNT, "counts": _TEXT, "word_level": _FLAG, "grad_sentences": Rule("count", 0, MAX_COUNT),
-                 "example": _TEXT}
+                 "head_type_sequences": Rule("count", 0, MAX_COUNT), "example": _TEXT}
     elif kind in ("coreference", "bridging"):
         rules = _coreference_rules(kind)
     elif kind == "probe":

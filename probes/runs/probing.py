@@ -214,7 +214,7 @@ class ProbeRun(Result):
     def notes(self) -> str:
         """What happened to the inputs, one line per split: sentences used and, by id, every one skipped,
         truncated or run in windows (the console summary; also in ``parsers.md`` / ``per_head.md``)."""
-        return "\n".join(f"Inputs, {line}" for line in inputs_lines(self.record.inputs))
+        return "\n".join(f"Inputs, {line}" for line in inputs_lines(RunRecord.of(self.record)))
 
     def summary(self) -> str:
         """Same as :meth:`notes`."""

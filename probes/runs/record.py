@@ -66,8 +66,16 @@ def invocation() -> dict[str, Any]:
 
 
 def run_record(command: str, **fields: Any) -> RunRecord:
-    """A new record: ``command`` then ``fields`` in order; ``versions`` and ``invocation`` are added unless given."""
+    """A new record: ``command`` then ``fields`` in order; ``versions`` and ``invocation`` are added unless given,
+    and ``weights_source`` (the GGUF file the weights were dequantised from) when ``model_path`` is a folder
+    converted from one."""
     given: dict[str, Any] = {"command": command, **fields}
+    if "weights_source" not in given and isinstance(given.get("model_path"), (str, Path)):
+        from probes.extraction.gguf import gguf_source
+
+        source = gguf_source(given["model_path"])
+        if source:
+            given["weights_source"] = source
     given.setdefault("versions", versions())
     given.setdefault("invocation", invocation())
     return RunRecord.of(given)

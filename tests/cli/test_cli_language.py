@@ -42,7 +42,7 @@ def _opts(command: str) -> dict[str, Any]:
 
 def test_the_command_sets_cover_every_command() -> None:
     assert set(COMMANDS) == {"leaderboard", "baselines", "demo", "extract", "coref", "bridging", "probe", "atlas",
-                             "importance", "prune", "verify", "train"}
+                             "importance", "prune", "verify", "models", "train"}
     assert GROUPS == {"data"}
     assert {c for c in COMMANDS if "--model" in _opts(c)} == TAKES_MODEL
     assert {c for c in COMMANDS if "--on-long" in _opts(c)} == RUNS_MODEL

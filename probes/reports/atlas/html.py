@@ -130,6 +130,11 @@ def _card_facts(row: Mapping[str, Any]) -> list[tuple[str, str]]:
     roles += [name for name in ("rare_word", "syntactic") if row.get(name) is True or row.get(name) is np.True_]
     if any(c in row for c in ("positional", "rare_word", "syntactic")):
         facts.append(("roles", ", ".join(r.replace("_", "-") for r in roles) or "none"))
+    scores = [c for c in ("previous_token_score", "duplicate_token_score", "induction_score") if c in row]
+    if scores:
+        facts.append(("prev / dup. / induction", " / ".join(_fmt(row, c) for c in scores)))
+    if "head_types" in row:
+        facts.append(("head types", _fmt(row, "head_types").replace("_", "-")))
     if "best_relation" in row:
         facts.append(("best relation", f"{_fmt(row, 'best_relation')} {_fmt(row, 'best_accuracy')} "
                                        f"(margin {_fmt(row, 'best_margin')})"))

@@ -54,9 +54,11 @@ def _figures(atlas: Any, table: Any, folder: Path, suffix: str = "png") -> dict[
     return out
 
 
-def _notes(atlas: Any) -> list[str]:
-    """The rules behind every column and figure, for ``atlas.md`` and ``atlas.html``."""
+def _notes(atlas: Any, table: Any = None) -> list[str]:
+    """The rules behind every column and figure, for ``atlas.md`` and ``atlas.html``; then why each empty column
+    of ``heads.csv`` is empty."""
     from probes.analysis.patterns import AGREEMENT
+    from probes.reports.atlas.undefined import empty_columns, is_decoder_atlas
 
     record = atlas.record
     lines = [f"{name}: {rule}" for name, rule in ROLE_RULES.items()]
@@ -73,6 +75,16 @@ def _notes(atlas: Any) -> list[str]:
                      f"reported on {selection.get('reported_on')})")
     if atlas.gradients is None:
         lines.append(f"gradient importance: {atlas.gradients_note}")
+    types = getattr(atlas, "head_types", None)
+    lines.append(f"head types: {types.rule}" if types is not None else
+                 f"head types: {getattr(atlas, 'head_types_note', '') or 'not computed'}")
+    if is_decoder_atlas(atlas):
+        lines.append("decoder: BOS (if the tokenizer adds one) is the start special and there is no end special; "
+                     "entropy is measured on what each row sees (row i: i + 1 tokens; uniform reference "
+                     "mean ln(i + 1))")
+    table = atlas.heads_table() if table is None else table
+    for column, reason in empty_columns(table, atlas).items():
+        lines.append(f"empty in heads.csv: {column}: {reason}")
     lines.append("Layers and heads are 1-based (layer-head).")
     return lines
 
@@ -101,11 +113,14 @@ def atlas_markdown(atlas: Any, figures: dict[str, Path], out: Path, table: Any =
         parts.append(f"### {md_heading(caption)}\n\n![{md_label(caption)}]({path.relative_to(out).as_posix()})\n")
     notable = table[(table["positional"] != 0) | table["rare_word"] | table["syntactic"]]
     columns = ["head_name", "pattern", "confidence", "positional", "rare_word", "syntactic_relations",
-               "best_relation", "best_accuracy", "best_margin", "cluster"]
+               "head_types", "best_relation", "best_accuracy", "best_margin", "cluster"]
+    if "head_types" in table.columns:
+        notable = table[(table["positional"] != 0) | table["rare_word"] | table["syntactic"]
+                        | (table["head_types"] != "none")]
     if len(notable):
         rows = notable[[c for c in columns if c in notable.columns]].to_dict("records")
         parts += ["## Heads with a role\n", _markdown(rows), ""]
-    parts += ["## Rules\n", *[f"- {md_no_html(line)}" for line in _notes(atlas)], ""]
+    parts += ["## Rules\n", *[f"- {md_no_html(line)}" for line in _notes(atlas, table)], ""]
     return "\n".join(parts)
 
 
@@ -127,7 +142,7 @@ def write_atlas(folder: OutputFolder, atlas: Any) -> RunRecord:
     found = findings(atlas)
     summary = [(f.topic, f"{f.here} [holds: {f.holds}]") for f in found]
     folder.add(write_atlas_html(out / "atlas.html", table, title=_title(atlas), summary=summary,
-                                figures={c: p for c, p in figures.items()}, example=example, notes=_notes(atlas)))
+                                figures={c: p for c, p in figures.items()}, example=example, notes=_notes(atlas, table)))
     folder.text("atlas.md", atlas_markdown(atlas, figures, out, table, found))
     folder.list_only(*atlas.board.write(out / "leaderboard", figures=False, overwrite=True).values())
     folder.save("atlas", atlas)

@@ -68,6 +68,21 @@ def _columns(atlas: Any) -> dict[str, Any]:
         out["coref_accuracy"] = _flat(atlas.coref_accuracy)
     if atlas.surface_words is not None:
         out.update({f"word_{key}": _flat(atlas.surface_words.mean(key)) for key in atlas.surface_words.keys})
+    types = getattr(atlas, "head_types", None)  # None: not computed, or an atlas saved before head types
+    if types is not None:
+        out.update(head_type_columns(types))
+    return out
+
+
+def head_type_columns(types: Any) -> dict[str, Any]:
+    """``<type>_score`` per head type scored, and ``head_types``: the types a head is (``none``), strongest first."""
+    out: dict[str, Any] = {f"{name}_score": _flat(types.score(name)) for name in types.types}
+    index = {(a, b): k for k, (a, b) in enumerate((a, b) for a in types.layers for b in types.heads)}
+    names: list[list[str]] = [[] for _ in index]
+    for name in types.types:
+        for head in types.found(name):
+            names[index[head]].append(name)
+    out["head_types"] = [", ".join(n) or "none" for n in names]
     return out
 
 

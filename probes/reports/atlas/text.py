@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from probes.heads.naming import head_name
+from probes.reports.atlas.undefined import NOT_FOR_DECODER, is_decoder_atlas
 
 __all__ = ["Finding", "findings", "atlas_summary", "BROAD_SHARE", "POSITIONAL_SHARE", "RULES"]
 
@@ -30,7 +31,10 @@ RULES = {
     "sep": f"largest layer mean of attention to the end special, against {SEP_SHARE:.0%}",
     "positional": f"heads with more than {POSITIONAL_SHARE:.0%} of their attention on the previous / next token "
                   "(Clark's rule; Voita's 90%-argmax rule is the `positional` column)",
-    "broad": f"heads whose mean entropy is at least {BROAD_SHARE:.0%} of the uniform reference ln(n)",
+    "broad": f"heads whose mean entropy is at least {BROAD_SHARE:.0%} of the uniform reference ln(n) (a decoder's "
+             "row i sees i + 1 tokens: mean ln(i + 1))",
+    "head types": "TransformerLens' head-detector scores on repeated random token sequences "
+                  "(probes.analysis.head_types); a head is of a type at half an ideal head's score or more",
     "layers": "share of heads whose nearest head (JS distance) is in the same layer, against the share "
               "a random nearest head would reach, (H-1)/(N-1)",
 }
@@ -64,29 +68,39 @@ def _third(layer: int, n_layers: int) -> str:
     return ("early", "middle", "deep")[min(2, 3 * layer // max(n_layers, 1))]
 
 
-def _specials_finding(surface: Any, n_layers: int) -> Finding:
+def _none(key: str, decoder: bool) -> str:
+    """What to say of a kind of special a model lacks."""
+    if not decoder:
+        return "none in this model"
+    return f"{NOT_FOR_DECODER} (no end special)" if key == "to_sep" else f"{NOT_FOR_DECODER} without BOS"
+
+
+def _specials_finding(surface: Any, n_layers: int, decoder: bool = False) -> Finding:
     parts, thirds = [], {}
     for key, label in (("to_cls", "start special"), ("to_sep", "end special"), ("to_punct", '"." and ","')):
         means = _layer_means(surface, key)
         if np.isnan(means).all():
-            parts.append(f"{label}: none in this model")
+            parts.append(f"{label}: {_none(key, decoder)}")
             continue
         peak = int(np.nanargmax(means))
         thirds[key] = _third(peak, n_layers)
         parts.append(f"{label}: peak in layer {peak + 1} ({means[peak]:.0%}, {thirds[key]})")
     expected = {"to_cls": "early", "to_sep": "middle", "to_punct": "deep"}
     agree = sum(thirds.get(k) == v for k, v in expected.items())
-    holds = "n/a" if not thirds else ("yes" if agree == len(expected) else "partly" if agree else "no")
+    if len(thirds) < len(expected):  # a kind the model lacks: the finding cannot hold or fail as a whole
+        holds = "partly" if agree else "n/a"
+    else:
+        holds = "yes" if agree == len(expected) else "partly" if agree else "no"
     return Finding("which layers attend to the specials",
                    "early layers attend to [CLS], middle layers to [SEP], deep layers (11-12) to \".\" and \",\"",
                    "; ".join(parts), holds)
 
 
-def _sep_finding(surface: Any) -> Finding:
+def _sep_finding(surface: Any, decoder: bool = False) -> Finding:
     means = _layer_means(surface, "to_sep")
     if np.isnan(means).all():
         return Finding("attention to [SEP]", "over half of the attention in layers 6-10 goes to [SEP]",
-                       "the model has no end special", "n/a")
+                       f"{NOT_FOR_DECODER} (no end special)" if decoder else "the model has no end special", "n/a")
     over = [i + 1 for i, m in enumerate(means) if m > SEP_SHARE]
     here = (f"layers over {SEP_SHARE:.0%}: {', '.join(map(str, over))}" if over else
             f"no layer over {SEP_SHARE:.0%} (largest: {np.nanmax(means):.0%})")
@@ -102,8 +116,9 @@ def _positional_finding(surface: Any) -> Finding:
         layer, head = np.nonzero(values > POSITIONAL_SHARE)
         names[label] = [head_name(int(a), int(b)) for a, b in zip(layer, head)]
     found = names["previous"] + names["next"]
-    here = (f"{len(names['previous'])} previous-token heads ({', '.join(names['previous']) or '-'}), "
-            f"{len(names['next'])} next-token heads ({', '.join(names['next']) or '-'})")
+    following = (f"next-token heads: {NOT_FOR_DECODER}" if np.isnan(nxt).all() else
+                 f"{len(names['next'])} next-token heads ({', '.join(names['next']) or '-'})")
+    here = f"{len(names['previous'])} previous-token heads ({', '.join(names['previous']) or '-'}), {following}"
     early = sum(int(n.split("-")[0]) - 1 < n_layers / 2 for n in found)
     holds = "no" if not found else ("yes" if early * 2 > len(found) else "partly")
     return Finding("positional heads", "4 heads put >50% on the previous token (layers 2, 4, 7, 8), 5 on the "
@@ -117,9 +132,15 @@ def _broad_finding(surface: Any) -> Finding:
     n_layers = entropy.shape[0]
     low = int((layer < n_layers / 2).sum())
     first = _layer_means(surface, "entropy_first")
+    causal = bool(getattr(surface, "causal", False))
+    reference = f"uniform reference {uniform:.2f} nats" + (" (causal rows: mean ln(i + 1))" if causal else "")
+    if np.isnan(first[-1]):
+        why = f"{NOT_FOR_DECODER} (row 0 sees only itself)" if causal else "no start special"
+        from_first = f"entropy from the first special: {why}"
+    else:
+        from_first = f"entropy from the first special {first[-1]:.2f}"
     here = (f"{len(layer)} broad heads ({', '.join(head_name(int(a), int(b)) for a, b in zip(layer, head)) or '-'}; "
-            f"{low} in the lower half); uniform reference {uniform:.2f} nats; last layer: entropy from the first "
-            f"special {first[-1]:.2f}, all rows {np.nanmean(entropy[-1]):.2f}")
+            f"{low} in the lower half); {reference}; last layer: {from_first}, all rows {np.nanmean(entropy[-1]):.2f}")
     holds = "no" if not len(layer) else ("yes" if low * 2 > len(layer) else "partly")
     return Finding("broad heads", "some heads, especially in low layers, attend broadly (about 10% at most on any "
                    "word); last-layer entropy from [CLS] 3.89 nats against about 4.8 uniform (128 tokens)", here, holds)
@@ -139,25 +160,51 @@ def _layers_finding(distance: npt.NDArray[np.float64], n_layers: int, n_heads: i
 
 def findings(atlas: Any) -> list[Finding]:
     """The atlas' findings beside Clark et al.'s (see :data:`RULES` for each rule)."""
-    surface = atlas.surface
+    surface, decoder = atlas.surface, is_decoder_atlas(atlas)
     n_layers, n_heads = len(surface.layers), len(surface.heads)
-    out = [_specials_finding(surface, n_layers), _sep_finding(surface), _positional_finding(surface),
+    out = [_specials_finding(surface, n_layers, decoder), _sep_finding(surface, decoder), _positional_finding(surface),
            _broad_finding(surface), _layers_finding(atlas.distances.distance, n_layers, n_heads)]
     if atlas.gradients is None:
         out.append(Finding("gradients of attention to [SEP]", "from layer 5 on, the gradient of the masked-LM loss "
                            "for attention to [SEP] becomes very small (a no-op)", atlas.gradients_note or "not computed",
                            "n/a"))
     else:
-        out.append(_gradient_finding(atlas.gradients))
+        out.append(_gradient_finding(atlas.gradients, decoder))
+    out.append(_head_type_finding(getattr(atlas, "head_types", None), getattr(atlas, "head_types_note", "")))
     return out
 
 
-def _gradient_finding(gradients: Any) -> Finding:
+_TYPE_LABELS = {"previous_token": "previous-token", "duplicate_token": "duplicate-token", "induction": "induction",
+                "next_token": "next-token", "duplicate_token_bidirectional": "duplicate-token (both ways)",
+                "induction_bidirectional": "induction (both ways)"}
+
+
+def _head_type_finding(types: Any, note: str) -> Finding:
+    clark = ("not studied by Clark et al.; decoders are known for previous-token, duplicate-token and induction "
+             "heads (TransformerLens' head detector; Olsson et al. 2022)")
+    if types is None:
+        return Finding("head types", clark, note or "not computed", "n/a")
+    parts = []
+    for name in types.types:
+        found = types.found(name)
+        listed = ", ".join(f"{head_name(a, b)} ({types.score(name)[types.layers.index(a), types.heads.index(b)]:.2f})"
+                           for a, b in found[:8]) or "-"
+        more = f" and {len(found) - 8} more" if len(found) > 8 else ""
+        ceiling = float(types.ceiling[types.types.index(name)])
+        parts.append(f"{_TYPE_LABELS.get(name, name)} heads: {listed}{more} (ideal {ceiling:.2f})")
+    return Finding("head types", clark, "; ".join(parts), "n/a")
+
+
+def _gradient_finding(gradients: Any, decoder: bool = False) -> Finding:
     per_layer = gradients.per_layer()  # (L, K) mean |dL/dA| by key type
     kinds = list(gradients.key_types)
     sep, other = per_layer[:, kinds.index("sep")], per_layer[:, kinds.index("other")]
     with np.errstate(invalid="ignore", divide="ignore"):
         ratio = sep / other
+    if np.isnan(ratio).all():
+        why = f"{NOT_FOR_DECODER} (no end special)" if decoder else "the model has no end special"
+        return Finding("gradients of attention to [SEP]", "from layer 5 on, the gradient of the masked-LM loss for "
+                       "attention to [SEP] becomes very small (a no-op)", why, "n/a")
     low = [i + 1 for i, r in enumerate(ratio) if r < 0.5]
     here = ("ratio of |gradient| to [SEP] against other tokens per layer: "
             + ", ".join(f"{i + 1}: {r:.2f}" for i, r in enumerate(ratio)))

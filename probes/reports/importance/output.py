@@ -119,7 +119,7 @@ def _input_lines(record: RunRecord | None) -> list[str]:
     from probes.reports.inputs import inputs_lines
 
     inputs = RunRecord.of(record).inputs
-    return [f"  {line}" for line in inputs_lines(inputs)] if inputs else []
+    return [f"  {line}" for line in inputs_lines(RunRecord.of(record))] if inputs else []
 
 
 def importance_summary(result: Any, *, model: str, top: int = 5, record: RunRecord | None = None) -> str:

@@ -64,7 +64,7 @@ def _inputs(record: RunRecord) -> list[str]:
     if not isinstance(inputs, Mapping) or not inputs:
         return []
     try:
-        return [f"- {md_text(line)}" for line in inputs_lines(inputs, limit=None)]
+        return [f"- {md_text(line)}" for line in inputs_lines(RunRecord.of(record), limit=None)]
     except (KeyError, TypeError, AttributeError):  # a record in another shape: say nothing rather than fail
         return []
 
