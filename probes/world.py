@@ -114,10 +114,22 @@ class World:
 
 def launched() -> bool:
     """True when this process was started by ``torchrun`` with more than one process (``WORLD_SIZE > 1``)."""
+    return launched_processes() > 1
+
+
+def launched_processes() -> int:
+    """The processes of this launch as the environment says (``WORLD_SIZE``; 1 when unset or unreadable), before
+    any process group exists."""
     try:
-        return int(os.environ.get("WORLD_SIZE", "1")) > 1
+        return max(1, int(os.environ.get("WORLD_SIZE", "1")))
     except ValueError:
-        return False
+        return 1
+
+
+def launched_main() -> bool:
+    """True on rank 0 of a launch as the environment says (``RANK``), or in a process of its own: the one that
+    writes, before any process group exists."""
+    return os.environ.get("RANK", "0").strip() in ("", "0")
 
 
 def timeout() -> timedelta:

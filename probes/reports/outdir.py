@@ -35,6 +35,7 @@ from typing import Any
 from probes.errors import ConfigError, WriteError
 from probes.locks import LOCK_NAME, FolderLock
 from probes.reports.atomic import is_temporary, remove_temporary, write_text
+from probes.world import launched_main
 
 __all__ = ["check_out_dir", "prepare_out_dir", "lock_out_dir", "release_out_dir", "check_writable",
            "out_dir_content", "release_claims", "MARKER"]
@@ -64,7 +65,7 @@ def _bookkeeping(name: str) -> bool:
 
 def _main_rank() -> bool:
     """False on ranks other than 0 of a ``torchrun`` run (they write elsewhere: nothing to claim)."""
-    return os.environ.get("RANK", "0") in ("", "0")
+    return launched_main()
 
 
 def check_out_dir(out_dir: str | Path, command: str | None, *, overwrite: bool = False) -> dict[str, Any] | None:

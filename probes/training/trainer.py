@@ -38,6 +38,7 @@ from probes.errors import ConfigError
 from probes.training.allocator import keep_freed_memory
 from probes.training.checkpoints import TRAINING_FILE, list_checkpoints, write_checkpoint
 from probes.training.config import TrainConfig
+from probes.world import launched_main, launched_processes
 
 __all__ = ["TrainingRun", "train", "RUN_FILE", "TOKENIZER_DIR", "RESUME_DIR", "DEV_BLOCKS", "OPTIMIZER"]
 
@@ -111,8 +112,8 @@ def _check_run_folder(out: Path, config: TrainConfig) -> dict[str, Any] | None:
         raise ConfigError(f"expected the record of a `probes train` run, found one it cannot read ({exc})",
                           path=path) from None
     changed = previous.differences(config)
-    if int(training.get("processes", 1)) != _processes():
-        changed = [*changed, f"processes: {training.get('processes', 1)} -> {_processes()}"]
+    if int(training.get("processes", 1)) != launched_processes():
+        changed = [*changed, f"processes: {training.get('processes', 1)} -> {launched_processes()}"]
     if changed:
         raise ConfigError(f"{out}: holds a training run with other options ({'; '.join(changed)}); resume it with "
                           "its own options or train into another --out folder", path=None)
@@ -172,7 +173,7 @@ def _prepare(config: TrainConfig, out: Path, previous: dict[str, Any] | None) ->
               "data": {**corpus.describe(), "train_blocks": len(train_blocks), "dev_blocks": min(len(dev_blocks),
                                                                                                   DEV_BLOCKS)},
               "tokenizer": describe_tokenizer(config, tokenizer),
-              "objective": "masked-LM" if config.masked_lm else "causal-LM", "processes": _processes(),
+              "objective": "masked-LM" if config.masked_lm else "causal-LM", "processes": launched_processes(),
               "unigram_dev_loss": baseline, "unigram_rule": UNIGRAM_RULE, "tokens_rule": _TOKENS_RULE,
               "optimizer": {"name": OPTIMIZER, "schedule": "linear", "max_grad_norm": 1.0}}
     return _Data(tokenizer=tokenizer, train=train_blocks, dev_batches=dev, record=record)
@@ -209,7 +210,7 @@ def _arguments(config: TrainConfig, out: Path) -> Any:
         dataloader_pin_memory=torch.cuda.is_available(), log_level="error",
         # several processes with no GPU: accelerate sees a CPU launch (gloo) only when told it is on the CPU;
         # otherwise every rank would train alone, each writing the same folder
-        use_cpu=_processes() > 1 and not torch.cuda.is_available())
+        use_cpu=launched_processes() > 1 and not torch.cuda.is_available())
 
 
 class _Blocks:
@@ -265,25 +266,13 @@ def train(config: TrainConfig, out: str | Path, *, progress: bool = True, resume
     if config.steps in found:
         return TrainingRun(out, config, found, None, "already finished", 0.0, 0.0, previous or {}, allocator)
     data = _prepare(config, out, previous)
-    if previous is None and _main_process():  # every rank builds the same tokenizer; rank 0 keeps it
+    if previous is None and launched_main():  # every rank builds the same tokenizer; rank 0 keeps it
         out.mkdir(parents=True, exist_ok=True)
         data.tokenizer.save_pretrained(out / TOKENIZER_DIR)
         tmp = out / f".{RUN_FILE}.tmp"  # written last and whole: another rank reads it as the run's record
         tmp.write_text(json.dumps(data.record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         os.replace(tmp, out / RUN_FILE)
     return _fit(config, out, data, progress, callbacks, allocator)
-
-
-def _processes() -> int:
-    """The processes training together (``WORLD_SIZE`` of a ``torchrun`` launch, else 1)."""
-    size = os.environ.get("WORLD_SIZE", "1").strip()
-    return int(size) if size.isdigit() and int(size) > 0 else 1
-
-
-def _main_process() -> bool:
-    """Rank 0 of a ``torchrun`` / ``accelerate launch`` (``RANK``), or the only process: the one that writes the run
-    folder (the ``Trainer`` itself writes each rank's random state into the resume state)."""
-    return os.environ.get("RANK", "0").strip() in ("", "0")
 
 
 def _fit(config: TrainConfig, out: Path, data: _Data, progress: bool, callbacks: Sequence[Any],
@@ -295,8 +284,8 @@ def _fit(config: TrainConfig, out: Path, data: _Data, progress: bool, callbacks:
     from probes.training.models import build_model
 
     args = _arguments(config, out)
-    if args.world_size != _processes():
-        raise ConfigError(f"expected the Trainer to train on the {_processes()} processes of this launch "
+    if args.world_size != launched_processes():
+        raise ConfigError(f"expected the Trainer to train on the {launched_processes()} processes of this launch "
                           f"(WORLD_SIZE), found {args.world_size} ({args.parallel_mode}); launch with torchrun or "
                           "accelerate launch")
     model = build_model(config, data.tokenizer)
