@@ -5,7 +5,10 @@ In one run (one process, the model loaded once):
 (a) ``importance``: :func:`probes.importance.scores.head_importance` on the first ``--sentences`` sentences
     of ``--treebank``: the gradient pass, then leave-one-out batched (several heads' ablations as row blocks
     of one pass, the layers below the ablated layer replayed from the unmodified pass); both timed;
-(b) ``check``: on the first ``--check-sentences`` of them, leave-one-out one pass per head and batched,
+(b) ``floor``: the floating-point operations exact leave-one-out needs on these sentences (every layer from
+    the ablated one up, and the output head, for each head; no padding) against this machine's best float32
+    matrix-product rate: the least time any implementation could take, and the share of it this one reaches;
+(c) ``check``: on the first ``--check-sentences`` of them, leave-one-out one pass per head and batched,
     both timed, and the largest difference of their per-sentence losses (absolute, and relative to the loss).
 
 Prints the load average of the machine before and after (the 2 cores may be shared), the torch threads, the
@@ -26,6 +29,9 @@ from typing import Any
 
 #: Target of issue 26: leave-one-out importance on 200 sentences in at most this many seconds on 2 CPU cores.
 TIME_TARGET_S = 10 * 60
+#: Tokens of the first 200 EWT dev sentences under SmolLM2's tokenizer (``--sentences 200`` prints it): the floor
+#: of a shorter run is scaled to the target by tokens.
+EWT_DEV_200_TOKENS = 4489
 _DEFAULT_TREEBANK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data",
                                  "ud-english-ewt", "en_ewt-ud-dev.conllu")
 
@@ -56,6 +62,41 @@ def _batches(net: Any, tokenizer: Any, sentences: list[Any], max_batch_tokens: i
     batches = make_batches(encoded, pad_id=int(pad), max_batch_tokens=max_batch_tokens)
     with torch.no_grad():
         return [objective.prepare(net, b) for b in batches]
+
+
+def matmul_rate(seconds: float = 3.0) -> float:
+    """The best float32 FLOP/s of this machine's matrix products at a transformer layer's shapes (4096 tokens x
+    576 -> 1536), over ``seconds`` of tries: what no implementation of leave-one-out can beat."""
+    import torch
+
+    a, b = torch.randn(4096, 576), torch.randn(576, 1536)
+    flops, best, end = 2 * 4096 * 576 * 1536, 0.0, time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        t0 = time.perf_counter()
+        for _ in range(10):
+            torch.mm(a, b)
+        best = max(best, 10 * flops / (time.perf_counter() - t0))
+    return best
+
+
+def loo_flops(net: Any, sites: Any, lengths: list[int], lm_head: bool) -> float:
+    """The least floating-point operations of exact leave-one-out: for each head of layer ``l``, the layers
+    ``l..L-1`` (their linear maps, 2 FLOPs a weight a token, and the attention products, 4 x T x width a token)
+    and the output head over every token; plus one clean pass. Padding and the layers below ``l`` (replayed from
+    the clean pass) are not counted."""
+    from probes.importance.ablations import _layers
+
+    layers = _layers(net)
+    tokens = float(sum(lengths))
+    attention = 4.0 * sum(n * n for n in lengths) * int(net.config.hidden_size)  # scores and mixing, per layer
+    per_layer = [2.0 * tokens * sum(m.weight.numel() for m in layer.modules() if hasattr(m, "weight")
+                                    and getattr(m.weight, "ndim", 0) == 2) + attention for layer in layers]
+    head = 0.0
+    if lm_head:
+        out = net.get_output_embeddings()
+        head = 2.0 * tokens * float(out.weight.numel()) if out is not None else 0.0
+    above = [sum(per_layer[l:]) for l in range(len(layers))]
+    return sum(site.n_heads * (above[l] + head) for l, site in enumerate(sites)) + above[0] + head
 
 
 def _objective(name: str, tokenizer: Any, kind: str | None) -> Any:
@@ -131,6 +172,18 @@ def main(argv: list[str] | None = None) -> int:
           flush=True)
     facts.update(gradient_s=gradient_s, loo_batched_s=loo_s, importance_s=total, target_s=TIME_TARGET_S,
                  load_average_after_batched=os.getloadavg())
+    lengths = [int(s.input_ids.shape[0]) for b in batches for s in b.sentences]
+    flops = loo_flops(net, sites, lengths, args.objective == "lm")
+    rate = matmul_rate()
+    per_token = flops / max(n_tokens, 1)
+    print(f"floor: exact leave-one-out is {flops / 1e12:.1f} TFLOP here ({per_token / 1e9:.1f} GFLOP a token); this "
+          f"machine's best float32 matrix product runs at {rate / 1e9:.0f} GFLOP/s on {torch.get_num_threads()} "
+          f"threads, so no implementation takes less than {flops / rate:.0f} s (this one ran at {flops / loo_s / 1e9:.0f}"
+          f" GFLOP/s, {100 * flops / loo_s / rate:.0f}% of it); the target's 200 EWT dev sentences "
+          f"({EWT_DEV_200_TOKENS:,} tokens) at this rate: at least {per_token * EWT_DEV_200_TOKENS / rate:.0f} s",
+          flush=True)
+    facts.update(loo_tflop=flops / 1e12, matmul_gflops=rate / 1e9, floor_s=flops / rate,
+                 floor_200_ewt_dev_s=per_token * EWT_DEV_200_TOKENS / rate, achieved_gflops=flops / loo_s / 1e9)
 
     if args.check_sentences:
         few = _batches(net, tokenizer, sentences[:args.check_sentences], args.max_batch_tokens,

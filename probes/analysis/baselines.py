@@ -214,18 +214,22 @@ class OffsetBaseline(Analysis[BaselineScores]):
         keep_units: keep per-sentence counts.
         clip_to_root: Clark et al.'s published clipping ``clip(i + k, 0, m)``, under which a baseline can
             predict ROOT; default False: ``clip(i + k, 1, m)``, never ROOT (module docstring).
+        sided: the words split by the side of their gold word, as :class:`~probes.analysis.dependency.HeadAccuracy`
+            scores them for a decoder, so that a decoder's heads and the baseline are scored on the same words;
+            an offset or position then counts only on its own side (the edge rule never crosses to the other).
     """
 
     items: ClassVar[str] = "sentences"
 
     def __init__(self, offsets: Sequence[int] = CLARK_OFFSETS, *, poss_rule: bool = True,
-                 keep_units: bool = True, clip_to_root: bool = False) -> None:
+                 keep_units: bool = True, clip_to_root: bool = False, sided: bool = False) -> None:
         super().__init__()
         self.add_option("offsets", tuple(int(k) for k in offsets))
         self.add_option("clip_to_root", bool(clip_to_root))
         self.add_option("poss_rule", poss_rule)
         self.add_option("keep_units", keep_units)
-        self.add_state("_vocab", RelationColumns(), "vocab")
+        self.add_option("sided", bool(sided))
+        self.add_state("_vocab", RelationColumns(sided=sided), "vocab")
         self.add_state("_correct", np.zeros((len(self.offsets), 0), dtype=np.int64), "sum", vocab="_vocab")  # (K, R)
         self.add_state("_total", np.zeros(0, dtype=np.int64), "sum", vocab="_vocab")  # (R,)
         self.add_state("_n_units", 0, "sum")
@@ -261,6 +265,9 @@ class OffsetBaseline(Analysis[BaselineScores]):
         offsets = np.asarray(self.offsets, dtype=np.int64)  # (K,)
         pred = _predict(inc.position, inc.length, offsets, self.clip_to_root)  # (W, K) 1-based, 0 = ROOT
         hits = pred[inc.source] == inc.target[:, None]  # (E, K)
+        right = inc.target > inc.position[inc.source] if self.sided else None  # (E,) gold word on the right
+        if right is not None:  # a decoder's baseline looks one way too: the edge rule must not cross sides
+            hits &= np.where(right[:, None], offsets[None, :] > 0, offsets[None, :] < 0)
         pair_counts = inc.pair_sums(hits)  # (P, K)
         k = len(self._vocab)
         self._grow("_vocab", k)
@@ -270,6 +277,8 @@ class OffsetBaseline(Analysis[BaselineScores]):
         if self.grid:  # Voita's positions, scored with the same edge rule as the offsets
             grid = np.asarray(self.grid, dtype=np.int64)
             grid_hits = _predict(inc.position, inc.length, grid, False)[inc.source] == inc.target[:, None]  # (E, G)
+            if right is not None:
+                grid_hits &= np.where(right[:, None], grid[None, :] > 0, grid[None, :] < 0)
             grid_counts = inc.pair_sums(grid_hits)  # (P, G)
             self._grid_correct[:, :k] += inc.column_sums(grid_counts, k).T
         # Relative position of the gold head from the word whose prediction is checked
@@ -332,9 +341,11 @@ class OffsetBaseline(Analysis[BaselineScores]):
 
 
 def offset_baseline(sentences: Iterable[Sentence], *, offsets: Sequence[int] = CLARK_OFFSETS,
-                    poss_rule: bool = True, keep_units: bool = False, clip_to_root: bool = False) -> BaselineScores:
+                    poss_rule: bool = True, keep_units: bool = False, clip_to_root: bool = False,
+                    sided: bool = False) -> BaselineScores:
     """Functional twin of :class:`OffsetBaseline`: the baselines of a whole treebank."""
-    acc = OffsetBaseline(offsets, poss_rule=poss_rule, keep_units=keep_units, clip_to_root=clip_to_root)
+    acc = OffsetBaseline(offsets, poss_rule=poss_rule, keep_units=keep_units, clip_to_root=clip_to_root,
+                         sided=sided)
     for sentence in sentences:
         acc.update(sentence)
     return acc.compute()

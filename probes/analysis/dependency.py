@@ -197,18 +197,24 @@ class HeadAccuracy(Analysis[HeadScores]):
         poss_rule: apply the possessive rule to ``nmod:poss`` (module docstring).
         keep_units: keep per-sentence counts (needed by :mod:`probes.runs.leaderboard`).
         buffer: sentences held before they are scored together (memory: their word maps).
+        sided: for a causal decoder, score every relation split by the side of the gold word (``amod (head
+            left)``, ``amod (head right)``; roots left out): a row sees only earlier words, so ``dep_to_head``
+            can be right only on the left side and ``head_to_dep`` only on the right
+            (:class:`probes.analysis.relations.RelationColumns`).
     """
 
     items: ClassVar[str] = "sentences"
 
-    def __init__(self, *, poss_rule: bool = True, keep_units: bool = True, buffer: int = 256) -> None:
+    def __init__(self, *, poss_rule: bool = True, keep_units: bool = True, buffer: int = 256,
+                 sided: bool = False) -> None:
         super().__init__()
         self.add_option("poss_rule", poss_rule)
         self.add_option("keep_units", keep_units)
+        self.add_option("sided", bool(sided))
         self.buffer = max(int(buffer), 1)
         self.add_state("_layers", None, "same")
         self.add_state("_heads", None, "same")
-        self.add_state("_vocab", RelationColumns(), "vocab")
+        self.add_state("_vocab", RelationColumns(sided=sided), "vocab")
         self.add_state("_correct", np.zeros((len(DIRECTIONS), 0, 0, 0), dtype=np.int64), "sum",
                        vocab="_vocab")  # (D, L, H, R capacity)
         self.add_state("_total", np.zeros(0, dtype=np.int64), "sum", vocab="_vocab")  # (R capacity,)
@@ -270,6 +276,10 @@ class HeadAccuracy(Analysis[HeadScores]):
             words = (inc.starts[units][:, None] + np.arange(n)).ravel()  # (B*n,)
             pred[words] = p.transpose(1, 4, 0, 2, 3).reshape(len(units) * n, n_heads)
         hits = pred[inc.source] == inc.target[:, None]  # (E, D*L*H)
+        if self.sided:  # the unseen side cannot be right (an argmax over zeros must not score it by its tie rule)
+            seen = np.where(inc.target < inc.position[inc.source], DIRECTIONS.index("dep_to_head"),
+                            DIRECTIONS.index("head_to_dep"))  # (E,) the direction that can see the gold word
+            hits &= np.repeat(np.arange(shape[0])[None, :] == seen[:, None], n_heads // shape[0], axis=1)
         pair_counts = inc.pair_sums(hits)  # (P, D*L*H)
         k = len(self._vocab)
         self._grow("_vocab", k)
@@ -310,7 +320,7 @@ class HeadAccuracy(Analysis[HeadScores]):
             heads=self._heads or (),
             n_units=self._n_units,
             units=self._units(mapping) if self.keep_units else None,
-            metadata={"poss_rule": self.poss_rule},
+            metadata={"poss_rule": self.poss_rule, **({"sided": True} if self.sided else {})},
         )
 
     def _units(self, mapping: npt.NDArray[np.int64]) -> UnitCounts:
@@ -327,8 +337,10 @@ class HeadAccuracy(Analysis[HeadScores]):
 
 
 def head_accuracy(
-    pairs: Iterable[tuple[Sentence, WordAttention]], *, poss_rule: bool = True, keep_units: bool = True
+    pairs: Iterable[tuple[Sentence, WordAttention]], *, poss_rule: bool = True, keep_units: bool = True,
+    sided: bool = False,
 ) -> HeadScores:
     """Functional twin of :class:`HeadAccuracy`: score every pair in one call."""
-    done = stream(pairs, {"heads": HeadAccuracy(poss_rule=poss_rule, keep_units=keep_units)}, overlap=False)
+    done = stream(pairs, {"heads": HeadAccuracy(poss_rule=poss_rule, keep_units=keep_units, sided=sided)},
+                  overlap=False)
     return done["heads"]

@@ -32,12 +32,41 @@ __all__ = [
     "word_keys",
     "BatchIncidence",
     "RelationColumns",
+    "SIDES",
+    "sided_name",
+    "plain_name",
+    "leading_relations",
 ]
 
 #: Every word, punctuation and root included (Clark et al.'s "All").
 ALL = "ALL"
 #: Every word except those labelled ``punct``.
 ALL_NOPUNCT = "ALL-nopunct"
+
+
+#: The two sides of a sided relation (a causal decoder's leaderboard): the gold word lies left of the scored word
+#: (earlier: the scored word's own row can attend to it) or right of it (later: only the gold word's row can).
+SIDES: tuple[str, str] = ("left", "right")
+
+
+def sided_name(relation: str, side: str) -> str:
+    """``amod`` -> ``amod (head left)``: the words of ``relation`` whose gold word lies on ``side``."""
+    return f"{relation} (head {side})"
+
+
+def plain_name(relation: str) -> str:
+    """The relation without its side (``amod (head left)`` -> ``amod``); other names unchanged."""
+    for side in SIDES:
+        suffix = f" (head {side})"
+        if relation.endswith(suffix):
+            return relation[: -len(suffix)]
+    return relation
+
+
+def leading_relations(relations: Sequence[str]) -> list[str]:
+    """The ``ALL`` and ``ALL-nopunct`` columns of ``relations`` (sided ones included), in that order."""
+    lead = [r for r in relations if plain_name(r) in (ALL, ALL_NOPUNCT)]
+    return sorted(lead, key=lambda r: ((ALL, ALL_NOPUNCT).index(plain_name(r)), r))
 
 
 def pooled_name(base: str) -> str:
@@ -49,9 +78,11 @@ def pooled_name(base: str) -> str:
 
 
 def redundant_pools(relations: Sequence[str]) -> set[str]:
-    """Pooled ``base:*`` names whose base never occurs with a subtype (they repeat ``base``)."""
-    subtyped = {r.split(":", 1)[0] for r in relations if ":" in r and not r.endswith(":*")}
-    return {r for r in relations if r.endswith(":*") and r[:-2] not in subtyped}
+    """Pooled ``base:*`` names whose base never occurs with a subtype (they repeat ``base``); a sided pool by the
+    subtypes on its own side."""
+    split = [(plain_name(r), r[len(plain_name(r)):]) for r in relations]  # (plain name, side suffix or "")
+    subtyped = {(p.split(":", 1)[0], side) for p, side in split if ":" in p and not p.endswith(":*")}
+    return {r for r, (p, side) in zip(relations, split) if p.endswith(":*") and (p[:-2], side) not in subtyped}
 
 
 def merge_relations(a: Sequence[str], b: Sequence[str]) -> tuple[tuple[str, ...], npt.NDArray[np.int64]]:
@@ -161,22 +192,50 @@ class BatchIncidence:
 
 
 class RelationColumns:
-    """A growing vocabulary of relation columns shared by one accumulator's sentences."""
+    """A growing vocabulary of relation columns shared by one accumulator's sentences.
 
-    def __init__(self) -> None:
+    ``sided`` (for causal decoders): every column is split by the side of the gold word (:data:`SIDES`),
+    ``amod (head left)`` and ``amod (head right)``, and ROOT entries are left out (a root has no word to
+    attend to). A decoder's row sees only earlier words, so it can be right only on the left side
+    (``dep_to_head``), and a column only on the right side (``head_to_dep``); a baseline scored through the
+    same columns is restricted the same way.
+    """
+
+    def __init__(self, *, sided: bool = False) -> None:
+        self.sided = bool(sided)
         self.index: dict[str, int] = {}
         self._by_label: dict[str, npt.NDArray[np.int64]] = {}
+        self._plain: dict[str, int] = self.index if not self.sided else {}  # unsided keys -> columns of entries
+        self._plain_names: list[str] = []
+        self._sided: dict[tuple[int, int], int] = {}  # (plain column, side) -> column
 
     def __len__(self) -> int:
         return len(self.index)
 
     def columns(self, label: str) -> npt.NDArray[np.int64]:
-        """Columns a word labelled ``label`` is scored under (full, pooled, ALL, ALL-nopunct)."""
+        """Columns a word labelled ``label`` is scored under (full, pooled, ALL, ALL-nopunct); for a sided
+        vocabulary, its plain columns (:meth:`batch_incidence` splits them by side)."""
         cols = self._by_label.get(label)
         if cols is None:
-            cols = np.array([self.index.setdefault(k, len(self.index)) for k in word_keys(label)], dtype=np.int64)
+            for key in word_keys(label):
+                if key not in self._plain:
+                    self._plain[key] = len(self._plain)
+                    self._plain_names.append(key)
+            cols = np.array([self._plain[k] for k in word_keys(label)], dtype=np.int64)
             self._by_label[label] = cols
         return cols
+
+    def _side_columns(self, column: npt.NDArray[np.int64], side: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """``(E,)`` sided columns of entries with plain ``column`` and ``side`` (0 left, 1 right)."""
+        pairs, inverse = np.unique(np.stack([column, side], 1), axis=0, return_inverse=True)
+        out = np.empty(len(pairs), dtype=np.int64)
+        for j, (col, sd) in enumerate(pairs.tolist()):
+            key = (col, sd)
+            if key not in self._sided:
+                name = sided_name(self._plain_names[col], SIDES[sd])
+                self._sided[key] = self.index.setdefault(name, len(self.index))
+            out[j] = self._sided[key]
+        return out[inverse.reshape(-1)]
 
     def batch_incidence(self, sentences: Sequence[Sentence], *, poss_rule: bool = True) -> BatchIncidence:
         """The entries of a batch of sentences (columns added as needed, in word order)."""
@@ -196,6 +255,11 @@ class RelationColumns:
                 source[first_entry] = np.asarray(poss) + 1  # the clitic's prediction ...
         unit_of_word = np.repeat(np.arange(len(sentences), dtype=np.int64), lens)  # (W,)
         unit = unit_of_word[np.repeat(np.arange(n_words, dtype=np.int64), n_keys)]  # (E,)
+        if self.sided:  # split by the gold word's side; ROOT (and a clitic's own position) has none
+            at = source - starts[unit] + 1  # (E,) 1-based position of the scored word
+            keep = (target != 0) & (target != at)
+            source, target, column, unit, at = source[keep], target[keep], column[keep], unit[keep], at[keep]
+            column = self._side_columns(column, (target > at).astype(np.int64)) if column.size else column
         order = np.lexsort((column, unit))  # entries by (sentence, column)
         source, target, column, unit = source[order], target[order], column[order], unit[order]
         new_pair = np.ones(column.shape[0], dtype=bool)

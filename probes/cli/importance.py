@@ -82,7 +82,7 @@ def importance_cli(
     select_limit: Optional[int] = _select_limit_option(),
     objective: str = _objective_option(),
     ablation: str = _ablation_option(),
-    loo: bool = typer.Option(True, "--loo/--no-loo", help="Also ablate each head alone (one pass per head)."),
+    loo: bool = typer.Option(True, "--loo/--no-loo", help="Also ablate each head alone (batched: several heads' ablations as row blocks of one pass, equal to one pass per head)."),
     global_rescale: bool = typer.Option(False, "--global-rescale", help="Min-max rescale importance over all heads "
                                         "after the layer normalisation (HF bertology's default; not in the paper)."),
     n_resamples: int = typer.Option(1000, "--n-resamples", min=1, max=options.MAX_COUNT, help="Bootstrap resamples over sentences."),

@@ -257,6 +257,7 @@ class AttentionExtractor:
             "model": self.name_or_path,
             "model_class": type(self.model).__name__,
             "model_type": getattr(self.model.config, "model_type", None),
+            "causal": self._is_decoder,  # a decoder: each token attends to itself and earlier tokens only
             "revision": self.revision,
             "weights_sha256": self._weights_hash,
             **({"weights_source": source} if source else {}),

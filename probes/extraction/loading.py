@@ -296,7 +296,43 @@ def load_tokenizer(name: str, **kwargs: Any) -> Any:
     tokenizer = AutoTokenizer.from_pretrained(name, use_fast=True, **kwargs)
     if is_byte_level(tokenizer) and not getattr(tokenizer, "add_prefix_space", False):
         tokenizer = AutoTokenizer.from_pretrained(name, use_fast=True, add_prefix_space=True, **kwargs)
+    if is_byte_level(tokenizer):
+        _backend_prefix_space(tokenizer)
     return tokenizer
+
+
+def _backend_prefix_space(tokenizer: Any) -> None:
+    """Turn on the prefix space in the backend's byte-level pre-tokenizer itself.
+
+    transformers' generic ``TokenizersBackend`` (GGUF tokenizers, for one) accepts ``add_prefix_space=True`` but
+    leaves the ``tokenizer.json`` pre-tokenizer as it was, so pre-split words were glued together ("President",
+    "B", "ush", "on": the model read "PresidentBushon"). Every byte-level step, alone or in a sequence, gets it.
+    """
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    pre = getattr(backend, "pre_tokenizer", None)
+    if pre is None:
+        return
+    steps = [pre] if type(pre).__name__ == "ByteLevel" else list(_steps(pre))
+    changed = False
+    for step in steps:
+        if type(step).__name__ == "ByteLevel" and not step.add_prefix_space:
+            step.add_prefix_space = True
+            changed = True
+    if changed:
+        backend.pre_tokenizer = pre
+
+
+def _steps(pre: Any) -> Any:
+    """The steps of a ``Sequence`` pre-tokenizer (none for another kind)."""
+    if type(pre).__name__ != "Sequence":
+        return
+    i = 0
+    while True:
+        try:
+            yield pre[i]
+        except (IndexError, TypeError):
+            return
+        i += 1
 
 
 #: ``from_pretrained`` keywords for the model, not the tokenizer.

@@ -133,9 +133,9 @@ def syntactic_heads(rows: Sequence[Any], layers: Sequence[int], heads: Sequence[
 
 def listed_relations(board: Any) -> list[str]:
     """The relations of a leaderboard's rows, the pooled ``ALL`` and ``ALL-nopunct`` rows left out."""
-    from probes.analysis.relations import ALL, ALL_NOPUNCT
+    from probes.analysis.relations import ALL, ALL_NOPUNCT, plain_name
 
-    return [row.relation for row in board.rows if row.relation not in (ALL, ALL_NOPUNCT)]
+    return [row.relation for row in board.rows if plain_name(row.relation) not in (ALL, ALL_NOPUNCT)]
 
 
 def board_profile(board: Any) -> RelationProfile | None:

@@ -39,7 +39,7 @@ import numpy.typing as npt
 
 from probes.analysis.baselines import BaselineScores
 from probes.analysis.dependency import HeadScores
-from probes.analysis.relations import ALL, ALL_NOPUNCT, redundant_pools
+from probes.analysis.relations import leading_relations, plain_name, redundant_pools
 from probes.errors import ConfigError
 from probes.heads.inference import CORRECTION, Correction, correct_rows, near_ties, p_from_z, paired_z
 from probes.heads.intervals import percentile_interval, resample_counts
@@ -135,15 +135,18 @@ def listed_relations(
     otherwise every relation with at least ``min_count`` words except ``exclude``
     (and pooled ``base:*`` names that merely repeat ``base``).
     """
-    if relations:
-        missing = [r for r in relations if r not in scores.relations]
+    if relations:  # a plain name of sided scores lists both its sides
+        listed = [[r] if r in scores.relations else [s for s in scores.relations if plain_name(s) == r]
+                  for r in relations]
+        missing = [r for r, found in zip(relations, listed) if not found]
         if missing:
             raise ConfigError(f"relations {missing} do not occur in the data; found {sorted(scores.relations)}")
-        return list(relations)
-    drop = set(exclude) | redundant_pools(scores.relations)
-    drop |= {f"{r}:*" for r in exclude}
-    head = [r for r in (ALL, ALL_NOPUNCT) if r in scores.relations]
-    rest = [r for r in scores.relations if r not in drop and r not in head and scores.count(r) >= min_count]
+        return [r for found in listed for r in found]
+    drop = set(exclude) | {f"{r}:*" for r in exclude}
+    pools = redundant_pools(scores.relations)
+    head = leading_relations(scores.relations)
+    rest = [r for r in scores.relations if plain_name(r) not in drop and r not in pools and r not in head
+            and scores.count(r) >= min_count]
     rest.sort(key=lambda r: (-scores.count(r), r))
     return head + rest
 

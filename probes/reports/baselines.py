@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from probes.analysis.baselines import BaselineScores
-from probes.analysis.relations import ALL, ALL_NOPUNCT, redundant_pools
+from probes.analysis.relations import leading_relations, redundant_pools
 from probes.errors import ConfigError
 from probes.reports.tables import markdown_table, text_table
 
@@ -25,7 +25,7 @@ def baseline_rows(scores: BaselineScores, *, min_count: int = 100, all_relations
     ``base:*`` relations that repeat a label without subtypes are always left out.
     """
     drop = redundant_pools(scores.relations)
-    head = [r for r in (ALL, ALL_NOPUNCT) if r in scores.relations]
+    head = leading_relations(scores.relations)
     rest = sorted((r for r in scores.relations if r not in drop and r not in head
                    and (all_relations or scores.total[scores.index(r)] >= min_count)),
                   key=lambda r: (-int(scores.total[scores.index(r)]), r))

@@ -150,10 +150,21 @@ def _selection_sentence(record: RunRecord) -> str:
             "Drop --select-on same for held-out selection.")
 
 
+#: The footer line of a decoder's (sided) leaderboard.
+SIDED_NOTE = ("Decoder: a word attends only to itself and earlier words, so every relation is split by the side of "
+              "its gold head: '(head left)' words can be found only by dep_to_head (the dependent's row), '(head "
+              "right)' words only by head_to_dep (the head's row, read as the dependent's column), and the other "
+              "direction counts as wrong; the baselines are learned and scored on the same words; roots, which have "
+              "no word to attend to, are left out.")
+
+
 def leaderboard_footer(rows: Sequence[LeaderboardRow], record: RunRecord) -> list[str]:
-    """The lines under a leaderboard: selection mode and names, intervals, test and correction, ties."""
+    """The lines under a leaderboard: selection mode and names, intervals, test and correction, ties (and, for a
+    decoder, how relations are split by side)."""
+    sided = bool(record.options.get("sided"))
     return [_selection_sentence(record), INTERVAL_NOTE + ".", table_correction(rows).footer(),
-            "sig. = margin over the best baseline > 0 with Holm-adjusted p < 0.05. " + TIES_NOTE + "."]
+            "sig. = margin over the best baseline > 0 with Holm-adjusted p < 0.05. " + TIES_NOTE + ".",
+            *([SIDED_NOTE] if sided else [])]
 
 
 def _inputs_markdown(record: RunRecord) -> list[str]:

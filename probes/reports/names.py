@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path, PurePosixPath
 
 from probes.errors import ConfigError
+from probes.analysis.relations import SIDES, sided_name
 
 __all__ = ["safe_name", "safe_names", "check_name", "inside", "usual_name", "MAX_CHARS", "MAX_BYTES"]
 
@@ -44,8 +45,12 @@ _HASH_LENGTHS = (8, 16, 64)
 
 
 def usual_name(label: str) -> str:
-    """The name figures have always had: ``:`` -> ``_``, ``*`` -> ``all`` (nothing else changed)."""
-    return str(label).replace(":", "_").replace("*", "all")
+    """The name figures have always had: ``:`` -> ``_``, ``*`` -> ``all``; a decoder's sided relation
+    ``amod (head left)`` -> ``amod_head-left`` (nothing else changed)."""
+    text = str(label)
+    for side in SIDES:
+        text = text.replace(sided_name("", side), f"_head-{side}")
+    return text.replace(":", "_").replace("*", "all")
 
 
 def _digest(label: str, n: int = 8) -> str:

@@ -444,7 +444,7 @@ def prune(
         orders: score orders from the leaderboard and atlas of the selection data (:data:`SCORE_ORDERS`).
         one_per_layer: run Michel's one-head-per-layer experiment.
         leaderboard_at: the fraction pruned (by importance) at which the leaderboard is compared (None: skip).
-        start_loo: also measure leave-one-out effects of the unpruned model (one pass per head).
+        start_loo: also measure leave-one-out effects of the unpruned model (each head ablated alone, batched).
     """
     from probes.importance.pruning import pruning_curves
     from probes.importance.scores import head_importance

