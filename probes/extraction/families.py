@@ -13,6 +13,8 @@ common ``transformers`` API lives here, so a new model family is one :class:`Fam
   (:func:`embedding_parameters`);
 * the seam for head interventions: per layer, the module whose *input* is the concatenation
   of the heads' outputs, i.e. the attention output projection (:func:`head_sites`);
+* where the queries and keys are made (:func:`query_key_sites`), for the sharpness-matched random-init twins
+  (their query and key projections scaled, :mod:`probes.extraction.sharpness`);
 * what uniform attention needs (:func:`value_sites`): per layer, the value projection (separate, or
   one chunk of a fused q/k/v projection), the key/value heads of grouped-query attention and the keys a
   query may see (causal decoders, sliding windows);
@@ -33,7 +35,8 @@ from probes.errors import ConfigError
 __all__ = ["Family", "FAMILIES", "family_of", "word_start_marks", "continuation_marks", "DECODER_MODEL_TYPES",
            "HEAD_OUTPUT_MODULES", "POSITION_EMBEDDING_MODULES", "NO_MAX_LENGTH", "HeadSite", "text_config", "n_layers",
            "n_heads", "head_dim", "is_decoder", "is_byte_level", "position_limits", "embedding_parameters",
-           "head_sites", "VALUE_MODULES", "ValueSite", "n_kv_heads", "key_window", "value_sites"]
+           "head_sites", "VALUE_MODULES", "ValueSite", "n_kv_heads", "key_window", "value_sites", "QueryKeySite",
+           "query_key_sites"]
 
 #: Tokenizers report a huge ``model_max_length`` (about 1e30) when they have none.
 NO_MAX_LENGTH = 10**8
@@ -53,6 +56,10 @@ class Family:
         values: the value projection in a layer, or the fused q/k/v projection (None: no uniform attention).
         fused: ``(part, parts)`` when ``values`` is one fused projection whose output's last dimension is
             ``parts`` equal chunks with the values in chunk ``part``; None for a separate value projection.
+        query_key: the query and key projections in a layer, whose outputs scaled by ``s`` scale every attention
+            logit by ``s**2`` (no norm after them, no other term in the logits); both the ``values`` module of a
+            fused projection (``fused`` set): the queries and keys are its chunks 0 and 1. None: unknown, or a
+            family where that scaling is not a pure ``s**2`` (DeBERTa's relative terms, Qwen3's q/k norms).
         symmetric_window: sliding-window layers see ``sliding_window`` keys on each side of the query (ModernBERT's
             local layers), not the window up to the query (Mistral, Qwen2 ...).
         position_embeddings: last name of the module holding absolute position embeddings (None: rotary or
@@ -67,6 +74,7 @@ class Family:
     head_output: str | None = None
     values: str | None = None
     fused: tuple[int, int] | None = None
+    query_key: tuple[str, str] | None = None
     symmetric_window: bool = False
     position_embeddings: str | None = None
     word_start: tuple[str, ...] = ()
@@ -74,9 +82,10 @@ class Family:
 
 
 _BERT = Family(layers="encoder.layer", head_output="attention.output.dense", values="attention.self.value",
-               position_embeddings="position_embeddings", continuation=("##",))
+               query_key=("attention.self.query", "attention.self.key"), position_embeddings="position_embeddings",
+               continuation=("##",))
 _LLAMA = Family(decoder=True, layers="layers", head_output="self_attn.o_proj", values="self_attn.v_proj",
-                word_start=("▁",))
+                query_key=("self_attn.q_proj", "self_attn.k_proj"), word_start=("▁",))
 
 #: ``config.model_type`` -> its :class:`Family`: the one table a new model family is added to.
 #:
@@ -98,15 +107,16 @@ FAMILIES: dict[str, Family] = {
     "xlm-roberta": replace(_BERT, continuation=(), word_start=("▁",)),
     "camembert": replace(_BERT, continuation=(), word_start=("▁",)),
     "electra": _BERT,
-    "deberta-v2": replace(_BERT, values="attention.self.value_proj", continuation=(), word_start=("▁",)),
+    "deberta-v2": replace(_BERT, values="attention.self.value_proj", query_key=None, continuation=(),
+                          word_start=("▁",)),
     "modernbert": Family(layers="layers", head_output="attn.Wo", values="attn.Wqkv", fused=(2, 3),
-                         symmetric_window=True, word_start=("Ġ",)),
+                         query_key=("attn.Wqkv", "attn.Wqkv"), symmetric_window=True, word_start=("Ġ",)),
     "gpt2": Family(decoder=True, layers="h", head_output="attn.c_proj", values="attn.c_attn", fused=(2, 3),
-                   position_embeddings="wpe", word_start=("Ġ",)),
+                   query_key=("attn.c_attn", "attn.c_attn"), position_embeddings="wpe", word_start=("Ġ",)),
     "llama": replace(_LLAMA, word_start=("▁", "Ġ")),  # Llama 2: SentencePiece; Llama 3: byte-level BPE
     "mistral": _LLAMA,
     "qwen2": replace(_LLAMA, word_start=("Ġ",)),
-    "qwen3": replace(_LLAMA, word_start=("Ġ",)),
+    "qwen3": replace(_LLAMA, query_key=None, word_start=("Ġ",)),  # q/k norms would undo a q/k scale
     "gemma": _LLAMA,
     "gpt_neox": Family(decoder=True, word_start=("Ġ",)),
 }
@@ -342,4 +352,55 @@ def value_sites(model: Any) -> list[ValueSite]:
         before, after = key_window(model, layer)
         sites.append(ValueSite(layer, ".".join(p for p in (prefix, layers_path, str(layer), value_path) if p),
                                block.get_submodule(value_path), fused, heads, kv, size, before, after))
+    return sites
+
+
+@dataclass(frozen=True)
+class QueryKeySite:
+    """Where one layer's queries (or keys) are made: a projection, or a chunk of a fused q/k/v projection.
+
+    Attributes:
+        layer: 0-based layer.
+        role: ``"query"`` or ``"key"``.
+        name: the module's name in ``model.named_modules()``.
+        module: the projection (a ``Linear``, weight ``(out, in)``; GPT-2: a ``Conv1D``, weight ``(in, out)``).
+        fused: ``(part, parts)``: the queries or keys are chunk ``part`` of ``parts`` of the output; None: all of it.
+    """
+
+    layer: int
+    role: str
+    name: str
+    module: Any
+    fused: tuple[int, int] | None
+
+    def outputs(self, tensor: Any, *, bias: bool = False) -> Any:
+        """The view of the module's weight (or ``bias``) that makes this site's outputs (in-place edits reach it)."""
+        axis = 0 if bias or type(self.module).__name__ != "Conv1D" else 1  # Conv1D keeps its outputs last
+        if self.fused is None:
+            return tensor
+        part, parts = self.fused
+        width = tensor.shape[axis] // parts
+        return tensor.narrow(axis, part * width, width)
+
+
+def query_key_sites(model: Any) -> list[QueryKeySite]:
+    """Per layer, where the queries and where the keys are made (two sites a layer, query first).
+
+    Raises:
+        ConfigError: the model family is not in :data:`FAMILIES` with its layers and query/key projections.
+    """
+    model_type = getattr(text_config(model), "model_type", None)
+    known = sorted(name for name, f in FAMILIES.items() if f.query_key and f.layers)
+    family = family_of(model)
+    if family is None or not family.query_key or not family.layers:
+        raise ConfigError(f"query/key scaling: expected a model type in {known}, found {model_type!r} (add its "
+                          "query and key projections to probes.extraction.families)")
+    base = getattr(model, "base_model", model)
+    prefix = next(name for name, module in model.named_modules() if module is base)
+    fused = family.fused if family.query_key[0] == family.query_key[1] == family.values else None
+    sites = []
+    for layer, block in enumerate(base.get_submodule(family.layers)):
+        for part, (role, path) in enumerate(zip(("query", "key"), family.query_key)):
+            sites.append(QueryKeySite(layer, role, ".".join(p for p in (prefix, family.layers, str(layer), path) if p),
+                                      block.get_submodule(path), None if fused is None else (part, fused[1])))
     return sites
