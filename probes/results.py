@@ -107,7 +107,8 @@ _REGISTRY: dict[str, type] = {}
 #: complete.
 _HOMES: tuple[str, ...] = (
     "probes.analysis.attention_to_specials", "probes.analysis.baselines", "probes.analysis.bridging",
-    "probes.analysis.coreference", "probes.analysis.dependency", "probes.analysis.driver",
+    "probes.analysis.coreference", "probes.analysis.cross_distances", "probes.analysis.dependency",
+    "probes.analysis.driver", "probes.compare.matching", "probes.runs.match",
     "probes.analysis.head_distances", "probes.analysis.head_types", "probes.analysis.patterns",
     "probes.analysis.roles", "probes.analysis.surface", "probes.analysis.unit_counts", "probes.compare.types",
     "probes.corpora.readreport", "probes.errors",

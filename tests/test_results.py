@@ -241,6 +241,25 @@ def distance_result_with_items():
     return feed(HeadDistances(max_items=8, keep_items=True), token_pairs())
 
 
+def cross_result(keep_items: bool = False):
+    from probes.analysis.cross_distances import CrossDistances
+
+    analysis = CrossDistances(keep_items=keep_items)
+    for item, word in token_pairs():
+        analysis.update(item, word)
+    return analysis.compute()
+
+
+def match_run():
+    from probes.compare.matching import match_heads
+    from probes.runs.match import MatchRun
+
+    distances = cross_result(keep_items=True)
+    matching = match_heads(distances.per_row(), shape_a=distances.shape_a, shape_b=distances.shape_b)
+    return MatchRun(matching, distances, roles_a=("",) * 6, roles_b=("x",) * 6, summary={"D_match": 0.0},
+                    profile_dropped={"to_sep": "constant"}, record={"command": "probes match"})
+
+
 def head_type_scores():
     from probes.analysis.head_types import CAUSAL_TYPES, HeadTypeScores
 
@@ -305,6 +324,10 @@ CASES: dict[str, Callable[[], Result]] = {
     "DistanceResult": distance_result,
     "DistanceResult/items": distance_result_with_items,
     "HeadTypeScores": head_type_scores,
+    "CrossDistanceResult": cross_result,
+    "CrossDistanceResult/items": lambda: cross_result(keep_items=True),
+    "HeadMatching": lambda: match_run().matching,
+    "MatchRun": match_run,
     "Comparison": comparison,
     "ExperimentRun": lambda: importlib.import_module("probes.runs.experiment").ExperimentRun(
         comparison=comparison(), record={"command": "probes run", "experiment": {"name": "x"}, "units": []}),

@@ -33,6 +33,7 @@ from probes.cli import coref as _coref  # noqa: F401  (registers `coref`, `bridg
 from probes.cli import probe as _probe  # noqa: F401  (registers `probe`)
 from probes.cli import data as _data  # noqa: F401  (registers `data add`, `data list`)
 from probes.cli import atlas as _atlas  # noqa: F401  (registers `atlas`)
+from probes.cli import match as _match  # noqa: F401  (registers `match`)
 from probes.cli import importance as _importance  # noqa: F401  (registers `importance`, `prune`)
 from probes.cli import experiment as _experiment  # noqa: F401  (registers `run`, `report`)
 from probes.cli import verify as _verify  # noqa: F401  (registers `verify`)
