@@ -109,12 +109,14 @@ _HOMES: tuple[str, ...] = (
     "probes.analysis.attention_to_specials", "probes.analysis.baselines", "probes.analysis.bridging",
     "probes.analysis.coreference", "probes.analysis.cross_distances", "probes.analysis.dependency",
     "probes.analysis.driver", "probes.compare.matching", "probes.runs.match",
+    "probes.compare.lab_types",
     "probes.analysis.head_distances", "probes.analysis.head_types", "probes.analysis.patterns",
     "probes.analysis.roles", "probes.analysis.surface", "probes.analysis.unit_counts", "probes.compare.types",
     "probes.corpora.readreport", "probes.errors",
     "probes.extraction.attention", "probes.extraction.gradients", "probes.extraction.outputs", "probes.heads.profile",
     "probes.heads.selection", "probes.importance.pruning", "probes.importance.scores", "probes.probing.per_head",
-    "probes.runs.atlas", "probes.runs.coreference", "probes.runs.experiment", "probes.runs.importance",
+    "probes.runs.atlas", "probes.runs.coreference", "probes.runs.experiment", "probes.runs.experiment_train",
+    "probes.runs.importance",
     "probes.runs.leaderboard", "probes.runs.probing", "probes.training.curves", "probes.training.symmetry",
 )
 

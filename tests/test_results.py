@@ -280,6 +280,23 @@ def comparison():
     return compare(units, models, n_resamples=50)
 
 
+def lab_tables():
+    """The training lab's tables of two synthetic cells (identical heads; heads coming apart), with a planted match."""
+    from probes.compare.lab import lab_tables as make
+    from probes.compare.types import Unit
+    from tests.compare import lab_fakes as F
+
+    steps = [0, 1, 2, 4, 8]
+    apart = F.symmetric(np.linspace(1e-6, 0.2, 5)[:, None] * np.ones((1, 2)), 2)
+    units = [F.train_unit("identical", 1, F.train_result(steps, F.symmetric(np.zeros((5, 2)), 2)), 2, "identical"),
+             F.train_unit("noise", 1, F.train_result(steps, apart), 2, "identical+noise:0.01")]
+    roles = {1: [[0, 1], [4, 5]], 2: [[1, 0], [5, 4]]}
+    maps = {s: F.planted(r, s, n_sentences=10) for s, r in roles.items()}
+    units.append(Unit("match-seeds", "match", "noise-s1~noise-s2", "dev", F.match_run(maps[1], maps[2], 20)))
+    models = {f"noise-s{s}": F.lab_model("noise", s, 2, "identical+noise:0.01", last_step=8) for s in (1, 2)}
+    return make(units, models, n_resamples=20)
+
+
 def relation_profile():
     from probes.heads.profile import best_relations
 
@@ -329,6 +346,7 @@ CASES: dict[str, Callable[[], Result]] = {
     "HeadMatching": lambda: match_run().matching,
     "MatchRun": match_run,
     "Comparison": comparison,
+    "LabTables": lab_tables,
     "ExperimentRun": lambda: importlib.import_module("probes.runs.experiment").ExperimentRun(
         comparison=comparison(), record={"command": "probes run", "experiment": {"name": "x"}, "units": []}),
     "ProbeRun": probe_run,
@@ -354,6 +372,12 @@ CASES: dict[str, Callable[[], Result]] = {
     "HeadSymmetry": lambda: importlib.import_module("probes.training.symmetry").HeadSymmetry(
         steps=np.array([0, 8], dtype=np.int64), param_distance=np.random.default_rng(0).random((2, 1, 2, 2)),
         attention_distance=np.random.default_rng(1).random((2, 1, 2, 2)), n_sentences=3),
+    "LabRun": lambda: importlib.import_module("probes.runs.experiment_train").LabRun(
+        cell="identical", seed=2, curves=CASES["TrainingCurves"](), symmetry=CASES["HeadSymmetry"](), seconds=1.5,
+        tokens_per_second=4096.0, last_step=4, folder="train/identical/seed-2", resumed_from=None),
+    "LabRun/no-symmetry": lambda: importlib.import_module("probes.runs.experiment_train").LabRun(
+        cell="heads-1", seed=1, curves=CASES["TrainingCurves"](), symmetry=None, seconds=0.5,
+        tokens_per_second=100.0, last_step=4, folder="train/heads-1/seed-1", resumed_from=2),
 }
 
 

@@ -40,7 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 from probes.analysis.base import Analysis, partial_reason
-from probes.analysis.head_distances import CHUNK_ELEMENTS, SMOOTHING, _neg_entropy, pair_divergences, pair_index
+from probes.analysis.head_distances import SMOOTHING, indexed_divergences, pair_divergences, pair_index
 from probes.analysis.split import HALVES, half_of
 from probes.errors import AlignmentError, ConfigError
 from probes.extraction.attention import WordAttention
@@ -157,13 +157,18 @@ def _mean(sums: npt.NDArray[np.float64], rows: int) -> npt.NDArray[np.float64]:
     return sums / rows if rows else np.full(sums.shape, np.nan)
 
 
-def unit_of(item: Any) -> str:
-    """The resampling unit of an item: its document id where it has one, else its sentence id (else ``""``)."""
-    for name in ("doc_id", "sent_id"):
+def _first_id(item: Any, names: tuple[str, str]) -> str:
+    """The first of ``item``'s attributes ``names`` that is set, as text (``""`` when none is)."""
+    for name in names:
         value = getattr(item, name, None)
         if value is not None:
             return str(value)
     return ""
+
+
+def unit_of(item: Any) -> str:
+    """The resampling unit of an item: its document id where it has one, else its sentence id (else ``""``)."""
+    return _first_id(item, ("doc_id", "sent_id"))
 
 
 def word_rows(word_attention: WordAttention, smoothing: float = SMOOTHING,
@@ -199,27 +204,9 @@ def cross_divergences(rows_a: npt.NDArray[np.floating[Any]],
     if rows_b.shape[1:] != (n_rows, width) or rows_b.dtype != rows_a.dtype:
         raise AlignmentError(f"rows of model B are {rows_b.shape[1:]} {rows_b.dtype}, expected {(n_rows, width)} "
                              f"{rows_a.dtype} as model A's")
-    dtype = rows_a.dtype
-    own_a = _neg_entropy(rows_a, np.empty((n_a, n_rows), dtype)).sum(axis=-1, dtype=np.float64)  # (N_A,)
-    own_b = _neg_entropy(rows_b, np.empty((n_b, n_rows), dtype)).sum(axis=-1, dtype=np.float64)  # (N_B,)
     first = np.repeat(np.arange(n_a), n_b)  # (N_A*N_B,) row-major
     second = np.tile(np.arange(n_b), n_a)
-    out = np.empty(first.shape[0])
-    step = max(1, CHUNK_ELEMENTS // max(1, n_rows * width))
-    mix, other = np.empty((step, n_rows, width), dtype), np.empty((step, n_rows, width), dtype)  # (step, R, T)
-    per_row = np.empty((step, n_rows), dtype)
-    for start in range(0, first.shape[0], step):
-        a, b = first[start:start + step], second[start:start + step]
-        p = a.shape[0]
-        m = mix[:p]
-        np.take(rows_a, a, axis=0, out=m)
-        np.take(rows_b, b, axis=0, out=other[:p])
-        m += other[:p]
-        m *= dtype.type(0.5)
-        neg_mix = _neg_entropy(m, per_row[:p], other[:p]).sum(axis=-1, dtype=np.float64)  # (p,)
-        out[start:start + p] = 0.5 * (own_a[a] + own_b[b]) - neg_mix
-    np.maximum(out, 0.0, out=out)  # JS >= 0; near-equal rows can round a hair below
-    return out.reshape(n_a, n_b)
+    return indexed_divergences(rows_a, rows_b, first, second).reshape(n_a, n_b)
 
 
 class CrossDistances(Analysis[CrossDistanceResult]):
@@ -332,8 +319,4 @@ class CrossDistances(Analysis[CrossDistanceResult]):
 
 def _split_id(item: Any) -> str:
     """The id an item's half is drawn from: its sentence id, else its document id, else ``""``."""
-    for name in ("sent_id", "doc_id"):
-        value = getattr(item, name, None)
-        if value is not None:
-            return str(value)
-    return ""
+    return _first_id(item, ("sent_id", "doc_id"))

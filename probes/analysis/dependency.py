@@ -224,6 +224,7 @@ class HeadAccuracy(Analysis[HeadScores]):
         self.add_state("_unit_rel", [], "extend", vocab="_vocab")
         self.add_state("_unit_total", [], "extend")
         self.add_state("_unit_correct", [], "extend")
+        self.add_state("_unit_doc", [], "extend")  # chunks of document ids, one per sentence ("" for none)
         self.add_state("_pending", [], "buffer")  # (sentence, (L, H, n, n) word maps)
         self.add_state("_pending_values", 0, "buffer")
 
@@ -290,6 +291,7 @@ class HeadAccuracy(Analysis[HeadScores]):
             self._unit_rel.append(inc.pair_column.astype(np.int32))
             self._unit_total.append(inc.pair_total)
             self._unit_correct.append(pair_counts.reshape((-1,) + shape))
+            self._unit_doc.append(tuple(s.doc_id or "" for s in sentences))
         self._pending, self._pending_values = [], 0
 
     def compute(self, *, prune: bool = True) -> HeadScores:
@@ -333,7 +335,9 @@ class HeadAccuracy(Analysis[HeadScores]):
         kept = mapping[rel] >= 0
         unit_id = np.repeat(np.arange(len(lens)), lens)[kept]
         indptr = np.concatenate([[0], np.cumsum(np.bincount(unit_id, minlength=len(lens)))]).astype(np.int64)
-        return UnitCounts(indptr, mapping[rel[kept]].astype(np.int32), tot[kept], cor[kept])
+        docs = tuple(d for chunk in self._unit_doc for d in chunk)
+        return UnitCounts(indptr, mapping[rel[kept]].astype(np.int32), tot[kept], cor[kept],
+                          docs if any(docs) else ())
 
 
 def head_accuracy(

@@ -27,12 +27,16 @@ class UnitCounts(Result):
         total: ``(nnz,)`` int32 number of words of that relation in the unit.
         correct: ``(nnz, *k)`` uint16 correct counts of each scored predictor
             (``(nnz, D, L, H)`` for heads, ``(nnz, n_offsets)`` for offsets).
+        documents: the document id of each unit (``""``: none), so that intervals can resample documents
+            (:func:`probes.heads.intervals.resampling_units`); empty when no unit has one (and in results saved
+            before documents were kept).
     """
 
     indptr: npt.NDArray[np.int64]
     relation: npt.NDArray[np.int32]
     total: npt.NDArray[np.int32]
     correct: npt.NDArray[np.uint16]
+    documents: tuple[str, ...] = ()
 
     def _check_loaded(self) -> None:
         """A loaded copy must be a valid CSR layout (offsets from 0 to ``nnz``, never decreasing, one per row)."""
@@ -43,6 +47,9 @@ class UnitCounts(Result):
         indptr = self.indptr
         if indptr.ndim != 1 or not indptr.size or indptr[0] != 0 or indptr[-1] != nnz[0] or (np.diff(indptr) < 0).any():
             raise ValueError(f"field 'indptr': expected offsets rising from 0 to {nnz[0]}, found {indptr[:8]}...")
+        if self.documents and len(self.documents) != self.n_units:
+            raise ValueError(f"field 'documents': expected one id per unit ({self.n_units}), found "
+                             f"{len(self.documents)}")
 
     @property
     def n_units(self) -> int:
@@ -84,7 +91,8 @@ class UnitCounts(Result):
 
     def remap(self, mapping: npt.NDArray[np.int64]) -> UnitCounts:
         """The same counts with relation ``r`` renamed ``mapping[r]``."""
-        return UnitCounts(self.indptr, mapping[self.relation].astype(np.int32), self.total, self.correct)
+        return UnitCounts(self.indptr, mapping[self.relation].astype(np.int32), self.total, self.correct,
+                          self.documents)
 
     def concat(self, other: UnitCounts) -> UnitCounts:
         """Units of ``self`` followed by units of ``other`` (same relation numbering)."""
@@ -97,4 +105,6 @@ class UnitCounts(Result):
             np.concatenate([self.relation, other.relation]),
             np.concatenate([self.total, other.total]),
             np.concatenate([self.correct, other.correct]),
+            (self.documents or ("",) * self.n_units) + (other.documents or ("",) * other.n_units)
+            if self.documents or other.documents else (),
         )

@@ -18,8 +18,10 @@ _RUN_HELP = """Run an experiment file: models x data x analyses, then a cross-mo
 
 The file (TOML; see experiments/README.md) names models (folders, package:NAME, hub names, and
 random-init:BASE@SEED twins: the same architecture with freshly initialised weights), data
-(treebanks, coreference corpora, selection splits) and analyses (leaderboard, baselines, atlas,
-coreference, bridging, probe, importance, prune) with their options. Every unit (one analysis, one
+(treebanks, coreference corpora, selection splits), optionally models trained from scratch first
+([train] tables: OUT/train/CELL/seed-S/, re-used when their config is unchanged) and analyses
+(leaderboard, baselines, atlas, coreference, bridging, probe, importance, prune, match) with their
+options. Every unit (one analysis, one
 model, one dataset) is saved in OUT/results/ as soon as it finishes, keyed by the model's weights
 hash, the data's hashes and the options: running the same file again re-uses finished units (an
 interrupted run resumes), and a finished experiment re-reports in seconds.

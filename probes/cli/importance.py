@@ -121,7 +121,7 @@ def prune_cli(
     step: float = typer.Option(0.1, "--step", min=0.01, max=0.5, help="Fraction of all heads removed per step."),
     once: bool = typer.Option(False, "--once", help="Rank heads once on the unpruned model (default: re-estimate "
                                                     "importance after every step)."),
-    seeds: int = typer.Option(5, "--seeds", min=0, max=options.MAX_COUNT, metavar="N", help="Random orders in the band (seeds 0..N-1)."),
+    seeds: int = typer.Option(20, "--seeds", min=0, max=options.MAX_COUNT, metavar="N", help="Random orders in the band (seeds 0..N-1)."),
     orders: Optional[str] = typer.Option("specialised-last,confident-last", "--orders", metavar="NAMES",
                                          help="Score orders to draw (comma-separated; '' for none)."),
     one_per_layer: bool = typer.Option(True, "--one-per-layer/--no-one-per-layer",

@@ -16,10 +16,12 @@ from probes.cli._app import app
 
 _HELP = """Match the heads of two models read on the same sentences (word level, so tokenizers may differ).
 
+Give --model twice: first model A, then model B.
+
 The distance between a head of A and a head of B is the mean over word rows of the Jensen-Shannon divergence of
 their word-level maps; the optimal one-to-one matching (scipy's linear_sum_assignment) is made within layers
 (--within-layers: the models need the same layers x heads) or across layers. Each matched pair gets a 95%
-interval over sentences and a null interval: A matched to --null-model (a sharpness-matched random-init twin,
+interval over documents (sentences where the treebank has fewer than 10) and a null interval: A matched to --null-model (a sharpness-matched random-init twin,
 another seed), re-matched in each resample, or, within layers without a null model, B's heads shuffled across
 layers. The summary gives D_match, D_random, D_null, D_within, the agreement of two halves, the profile distance
 and the role recurrence (Clark's behaviours on word maps).
@@ -32,8 +34,7 @@ matching.md, figures/matching.png, match/ (the saved result) and run.json to --o
 @app.command("match", help=_HELP)
 def match_cli(
     config: Optional[Path] = options.config_option(),
-    models: List[str] = typer.Option(..., "--model", "-m", help="A model, given twice: first model A, then model B. "
-                                     + options.MODEL_HELP),
+    models: List[str] = options.model_option(...),
     treebank: str = options.treebank_option(..., help=f"Data both models read: {options.DATA_HELP}."),
     within_layers: bool = typer.Option(False, "--within-layers/--across-layers",
                                        help="Match within layers (one problem per layer) or across layers (default)."),

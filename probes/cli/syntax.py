@@ -70,6 +70,10 @@ def leaderboard_cli(
         None, "--analyses", "-a", metavar="NAME,...",
         help="More analyses to run in the same pass over the report data, saved under analyses/NAME/ "
              "(registered in probes.analysis.ANALYSES; e.g. specials: attention from words to special tokens)."),
+    interval_unit: str = typer.Option(
+        "auto", "--interval-unit", metavar="auto|documents|sentences",
+        callback=options.one_of("--interval-unit", ("auto", "documents", "sentences")), help="What the 95% intervals and tests resample: auto = documents when every reported sentence has a "
+             "'# newdoc id' and there are at least 10 documents, else sentences."),
     out: Optional[Path] = options.out_option(),
     poss_rule: bool = options.poss_rule_option(),
     figures: bool = options.figures_option(),
@@ -89,6 +93,7 @@ def leaderboard_cli(
         exclude=[e for e in exclude.split(",") if e], poss_rule=poss_rule, batch_size=batch_size, device=device,
         on_long=on_long, limit=limit, progress=progress, preload_figures=figures, analyses=options.split_list(analyses),
         extraction=options.extraction(dtype, max_batch_tokens, max_attention_mb, device_map),
+        interval_unit=interval_unit,
         record={"command": "probes leaderboard", "options": {"config": str(config) if config else None}})
     out_dir = out or options.default_out(str(board.record.detail("model") or store), board.reported_on)
     t0 = time.perf_counter()

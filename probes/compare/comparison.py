@@ -14,6 +14,7 @@ from probes.compare.best_heads import best_heads
 from probes.compare.consistency import model_consistency
 from probes.compare.inputs import atlas_of, board_of, model_data_pairs, profile_of
 from probes.compare.kinds import head_kinds
+from probes.compare.lab import lab_tables
 from probes.compare.layers import layer_profiles
 from probes.compare.notes import notes
 from probes.compare.redundancy import redundancy
@@ -131,11 +132,13 @@ def compare(units: Sequence[Unit], models: Mapping[str, Mapping[str, Any]], *, s
 
     Args:
         units: the loaded results (:class:`~probes.compare.types.Unit`).
-        models: name -> ``{"kind": "trained" | "random-init", "spec", "base", "seed"}``.
+        models: name -> ``{"kind": "trained" | "random-init", "spec", "base", "seed"}`` (a random-init twin's
+            ``query_key``, what ``random_init.json`` records of ``?qk=...``, labels its tests with its scale).
         seed_questions: also answer Q1..Q5 and run their tests (otherwise only the cross-model tables).
         n_resamples: bootstrap draws of every interval and test (the cluster counts use at most
             :data:`probes.compare.spread.CLUSTER_RESAMPLES` of them).
-        tolerance: the loss increase (relative) a removable fraction may cost (Q3).
+        tolerance: tau of Q3's removable fraction: the loss increase it may cost, as a fraction of the increase
+            when every head is ablated (:data:`probes.importance.pruning.TOLERANCE_RULES`, ``range``).
         seed: the seed of every bootstrap.
     """
     _check(units, models, n_resamples, tolerance)
@@ -159,4 +162,4 @@ def compare(units: Sequence[Unit], models: Mapping[str, Mapping[str, Any]], *, s
             c.row for rows in found.consistency.values() for c in rows),
         layers=tuple(found.layers), tests=tests, curves=tuple(r.curve for r in found.pruned),
         histograms=histograms(spreads), missing={table: "; ".join(reasons) for table, reasons in found.why.items()},
-        notes=notes(units, models))
+        notes=notes(units, models), lab=lab_tables(units, models, n_resamples=n_resamples, seed=seed))

@@ -2,10 +2,13 @@
 
 From a ``prune`` unit (``Pruning``: ``.curves`` a :class:`~probes.importance.pruning.PruningResult`, ``.start``
 the unpruned model's importance on the selection data): the removable fraction of every ordered curve
-(:meth:`PruningResult.removable` with the tolerance, on the loss), the same over the ``random:*`` curves (their
-min, median and max), and Spearman's rho over heads between the starting importance and (a) each head's
-specialisation margin on the selection side (the leaderboard's relation profile), (b) its Voita confidence
-(the atlas), each with a bootstrap interval over heads.
+(:meth:`PruningResult.removable` on the loss, relative rule: a loss increase of at most tau x (loss with every
+head ablated - full loss), tau = the tolerance, every step up to the fraction within; :data:`RULE`) and its
+normalised area (:meth:`PruningResult.area`), the same over the ``random:*`` curves (their min, median and
+max), and Spearman's rho over heads between the starting importance and (a) each head's specialisation margin
+on the selection side (the leaderboard's relation profile), (b) its Voita confidence (the atlas), each with a
+bootstrap interval over heads. The every-head-ablated loss is each curve's last step (every curve of
+:func:`~probes.importance.pruning.pruning_curves` ends with all heads pruned).
 """
 
 from __future__ import annotations
@@ -18,11 +21,14 @@ import numpy.typing as npt
 
 from probes.compare.stats import interval, spearman_rows
 from probes.compare.types import Curve, Redundancy
+from probes.errors import InputError
 
-__all__ = ["RedundancyFound", "redundancy", "rank_rho", "METRIC"]
+__all__ = ["RedundancyFound", "redundancy", "rank_rho", "METRIC", "RULE"]
 
 #: The metric of every removable fraction and curve.
 METRIC = "loss"
+#: The tolerance rule of every removable fraction (:data:`probes.importance.pruning.TOLERANCE_RULES`).
+RULE = "range"
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,16 @@ def rank_rho(a: npt.ArrayLike | None, b: npt.ArrayLike | None, *, n_resamples: i
     return float(spearman_rows(x, y)), low, high
 
 
+def _band(prefix: str, values: npt.NDArray[np.float64]) -> dict[str, float]:
+    """``{prefix_low, prefix_median, prefix_high}``: min, median and max of ``values`` ``(R,)`` (NaN ignored; NaN
+    without a finite one)."""
+    finite = values[np.isfinite(values)]
+    if not finite.size:
+        return {f"{prefix}_low": float("nan"), f"{prefix}_median": float("nan"), f"{prefix}_high": float("nan")}
+    return {f"{prefix}_low": float(finite.min()), f"{prefix}_median": float(np.median(finite)),
+            f"{prefix}_high": float(finite.max())}
+
+
 def _curve(curves: Any, model: str, data: str) -> Curve:
     """The curves of one unit for the overlaid figure (the loss)."""
     if any(name.startswith("random:") for name in curves.curves):
@@ -73,12 +89,21 @@ def redundancy(pruning: Any, model: str, data: str, *, margin: Any = None, confi
                tolerance: float = 0.05, n_resamples: int = 1000, seed: int = 0) -> RedundancyFound:
     """Q3 for one prune unit; ``margin`` and ``confidence`` ``(L, H)`` (or None: NaN rho, named in ``missing``)."""
     curves = pruning.curves
-    removable = {name: curves.removable(name, METRIC, tolerance) for name in curves.curves
-                 if not name.startswith("random:")}
-    random = np.array([curves.removable(name, METRIC, tolerance) for name in curves.curves
-                       if name.startswith("random:")], dtype=np.float64)
-    start = None if pruning.start is None else pruning.start.importance
+    ordered = [name for name in curves.curves if not name.startswith("random:")]
+    randoms = [name for name in curves.curves if name.startswith("random:")]
     missing = []
+    try:
+        removable = {name: curves.removable(name, METRIC, tolerance, rule=RULE) for name in ordered}
+        area = {name: curves.area(name, METRIC) for name in ordered}
+        random = np.array([curves.removable(name, METRIC, tolerance, rule=RULE) for name in randoms])  # (R,)
+        random_area = np.array([curves.area(name, METRIC) for name in randoms], dtype=np.float64)  # (R,)
+    except InputError as err:  # a curve that stops before every head is pruned: no every-head-ablated loss
+        missing.append(f"no removable fraction: {err}")
+        removable, area = {name: float("nan") for name in ordered}, {name: float("nan") for name in ordered}
+        random = random_area = np.full(len(randoms), np.nan)
+    losses = curves.curve(curves.curves[0], METRIC)  # (S,) the first and last steps are shared by every curve
+    ablated = float("nan") if missing else float(losses[-1])
+    start = None if pruning.start is None else pruning.start.importance
     if start is None:
         missing.append("the prune unit holds no starting importance")
     if margin is None:
@@ -87,13 +112,11 @@ def redundancy(pruning: Any, model: str, data: str, *, margin: Any = None, confi
         missing.append("no atlas for this model and data: no confidence")
     rho_m = rank_rho(start, margin, n_resamples=n_resamples, seed=seed)
     rho_c = rank_rho(start, confidence, n_resamples=n_resamples, seed=seed)
-    nan = float("nan")
     row = Redundancy(
         model=model, data=data, objective=curves.objective, tolerance=float(tolerance), removable=removable,
-        random_low=float(random.min()) if random.size else nan,
-        random_median=float(np.median(random)) if random.size else nan,
-        random_high=float(random.max()) if random.size else nan,
+        **_band("random", random),
         rho_margin=rho_m[0], rho_margin_low=rho_m[1], rho_margin_high=rho_m[2], rho_confidence=rho_c[0],
         rho_confidence_low=rho_c[1], rho_confidence_high=rho_c[2], selected_on=curves.selection,
-        reported_on=curves.data)
+        reported_on=curves.data, rule=RULE, full_loss=float(losses[0]), ablated_loss=ablated, area=area,
+        n_random=len(randoms), **_band("random_area", random_area))
     return RedundancyFound(row, _curve(curves, model, data), random, tuple(missing))

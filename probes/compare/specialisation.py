@@ -20,7 +20,7 @@ from probes.compare.stats import holm_rows, interval
 from probes.compare.types import Specialisation
 from probes.heads.inference import ALPHA, p_from_z
 from probes.heads.intervals import resample_counts
-from probes.heads.selection import _position_units, _tests  # the leaderboard's own counts and tests
+from probes.heads.selection import _position_units, _tests, board_units  # the leaderboard's own counts, tests, units
 
 __all__ = ["SpecialisedHeads", "specialisation", "head_counts", "weighted_z", "draw_fractions",
            "SPECIALISATION_RULE"]
@@ -35,8 +35,9 @@ SPECIALISATION_RULE = ("specialised: the head's best relation and direction (lar
 @dataclass(frozen=True)
 class SpecialisedHeads:
     """One model's Q2 answer: the row, ``mask`` ``(L, H)`` of specialised heads, ``draws`` ``(R,)`` of the
-    specialised fraction on resampled report sentences (``n_units`` sentences, seed of the comparison), and the
-    per-head counts they were tested on (:func:`head_counts`), for tests that draw again."""
+    specialised fraction on resampled report units (``n_units`` of them: the leaderboard's unit, documents or
+    sentences, :func:`probes.heads.selection.board_units`; seed of the comparison), and the per-unit counts they
+    were tested on (:func:`head_counts`, summed per unit), for tests that draw again."""
 
     row: Specialisation
     mask: npt.NDArray[np.bool_]
@@ -131,9 +132,11 @@ def specialisation(board: Any, profile: Any, model: str, data: str, *, n_resampl
     if profile is None:
         return "the leaderboard lists no relation besides ALL"
     diff, total, testable = head_counts(board, profile)
+    groups = board_units(board.report, board.record.options.get("bootstrap"))  # the leaderboard's own unit
+    diff, total = groups.sum(diff), groups.sum(total)  # (n_units, N): per document where the board resampled those
     _, _, significant = _tests(diff, total, testable)
     n_l, n_h = len(board.report.layers), len(board.report.heads)
-    weights = resample_counts(board.report.n_units, n_resamples, seed)  # (R, n_units)
+    weights = resample_counts(groups.n_units, n_resamples, seed)  # (R, n_units)
     draws = draw_fractions(diff, total, testable, weights)
     low, high = interval(draws)
     per_relation: dict[str, int] = {}
@@ -143,6 +146,7 @@ def specialisation(board: Any, profile: Any, model: str, data: str, *, n_resampl
     row = Specialisation(model=model, data=data, n_heads=n, n_specialised=int(significant.sum()),
                          fraction=float(significant.sum() / n), low=low, high=high, n_tests=int(testable.sum()),
                          per_relation=dict(sorted(per_relation.items())), selected_on=board.selected_on,
-                         reported_on=board.reported_on, rule=SPECIALISATION_RULE)
-    return SpecialisedHeads(row, significant.reshape(n_l, n_h), draws, int(board.report.n_units), diff, total,
+                         reported_on=board.reported_on,
+                         rule=f"{SPECIALISATION_RULE}; interval over {groups.n_units} {groups.unit}")
+    return SpecialisedHeads(row, significant.reshape(n_l, n_h), draws, int(groups.n_units), diff, total,
                             testable)

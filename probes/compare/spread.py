@@ -6,6 +6,8 @@ item_rows over the drawn items (the per-item sums that ``HeadDistances(keep_item
 number of clusters is the Ward cut (:func:`probes.heads.groups.cluster_cuts`) with the best silhouette on the
 per-row distances (k = 2..``max_k``, ``max_k = min(12, N - 1)``, the smallest k on ties); its interval uses the
 first :data:`CLUSTER_RESAMPLES` draws only (each draw builds a tree and up to 11 cuts: about 3 ms for 72 heads).
+The heads are said to have cluster structure only when that best silhouette reaches :data:`STRUCTURE_SILHOUETTE`
+(:func:`has_structure`); below it the best cut is only the least bad one (:func:`structure_text`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from probes.heads.groups import cluster_cuts
 from probes.heads.intervals import resample_counts
 
 __all__ = ["SpreadDraws", "spread", "statistic_draws", "silhouette", "silhouettes", "best_cut", "histograms", "STATISTIC",
-           "CLUSTER_RESAMPLES", "MAX_CLUSTERS", "HISTOGRAM_BINS", "NO_ITEMS"]
+           "CLUSTER_RESAMPLES", "MAX_CLUSTERS", "HISTOGRAM_BINS", "NO_ITEMS", "STRUCTURE_SILHOUETTE",
+           "STRUCTURE_RULE", "has_structure", "structure_text"]
 
 #: The statistic of :class:`Spread`.
 STATISTIC = "mean per-row Jensen-Shannon divergence over all pairs of distinct heads"
@@ -34,6 +37,13 @@ CLUSTER_RESAMPLES = 100
 MAX_CLUSTERS = 12
 #: Bins of the distance histograms (edges shared by every model of a comparison).
 HISTOGRAM_BINS = 30
+#: The least best silhouette called cluster structure: Kaufman & Rousseeuw (1990), *Finding Groups in Data*,
+#: ch. 2: an average silhouette below 0.25 means "no substantial structure has been found" (0.26-0.50 weak,
+#: 0.51-0.70 reasonable, above 0.70 strong).
+STRUCTURE_SILHOUETTE = 0.25
+#: How the report decides whether the heads cluster.
+STRUCTURE_RULE = (f"the number of clusters counts as structure only when the best silhouette is >= "
+                  f"{STRUCTURE_SILHOUETTE} (Kaufman & Rousseeuw 1990: below it, no substantial structure)")
 #: Why the spread cannot be computed without per-item distances.
 NO_ITEMS = "the atlas kept no per-sentence head distances: rerun the atlas with js_items=True"
 
@@ -89,7 +99,8 @@ def silhouettes(distance: npt.NDArray[np.float64], labels: npt.NDArray[np.int64]
 
 def best_cut(per_row: npt.NDArray[np.float64], max_k: int) -> tuple[int, float]:
     """``(clusters, silhouette)`` of the Ward cut k in 2..``max_k`` with the best silhouette (smallest k on ties;
-    ``clusters`` counts the groups the cut really made); ``(0, NaN)`` when ``max_k < 2``."""
+    ``clusters`` counts the groups the cut really made); ``(0, NaN)`` when ``max_k < 2``. The count is cluster
+    structure only when the silhouette passes :func:`has_structure`."""
     if max_k < 2:
         return 0, float("nan")
     cuts = cluster_cuts(per_row, range(2, max_k + 1))  # labels 1..k', in first-head order
@@ -99,6 +110,21 @@ def best_cut(per_row: npt.NDArray[np.float64], max_k: int) -> tuple[int, float]:
         return 0, float("nan")
     best = int(np.nanargmax(scores))  # the first (smallest k) of equal maxima
     return int(labels[best].max()), float(scores[best])
+
+
+def has_structure(silhouette: float) -> bool:
+    """Whether a best silhouette shows cluster structure (>= :data:`STRUCTURE_SILHOUETTE`; NaN never does)."""
+    return bool(np.isfinite(silhouette) and silhouette >= STRUCTURE_SILHOUETTE)
+
+
+def structure_text(n_clusters: int, silhouette: float) -> str:
+    """``3 clusters (best silhouette 0.412 >= 0.25)`` or ``no substantial cluster structure (best silhouette
+    0.228 < 0.25)``; a sentence saying so without a silhouette (fewer than 3 heads)."""
+    if not np.isfinite(silhouette):
+        return "no cluster structure measured (no silhouette)"
+    if has_structure(silhouette):
+        return f"{n_clusters} clusters (best silhouette {silhouette:.3f} >= {STRUCTURE_SILHOUETTE})"
+    return f"no substantial cluster structure (best silhouette {silhouette:.3f} < {STRUCTURE_SILHOUETTE})"
 
 
 def _matrix(pairs: npt.NDArray[np.float64], n: int) -> npt.NDArray[np.float64]:
@@ -143,7 +169,8 @@ def spread(distances: Any, model: str, data: str, *, n_resamples: int = 1000, se
     k_low, k_high = interval(_cluster_draws(item_pairs, rows.astype(np.float64), weights[:n_cluster], n, max_k))
     row = Spread(model=model, data=data, statistic=STATISTIC, value=float(values.mean()), low=low, high=high,
                  sd=float(values.std()), n_clusters=k, n_clusters_low=k_low, n_clusters_high=k_high, silhouette=score,
-                 n_items=len(rows), n_resamples=n_resamples, max_k=max_k, n_cluster_resamples=n_cluster)
+                 n_items=len(rows), n_resamples=n_resamples, max_k=max_k, n_cluster_resamples=n_cluster,
+                 structure=has_structure(score))
     return SpreadDraws(row, values, tuple(distances.item_ids), sums, rows, len(values))
 
 

@@ -6,14 +6,21 @@ Holm-corrected together (:func:`probes.heads.inference.holm`).
 * q2: trained minus random-init specialised fraction (same data); bootstrap over report sentences with the
   test and correction redone per draw, paired when both cover the same number of report sentences (the same
   data: the same sentences in the same order), else independent draws.
-* q3 has no test in the family: the importance order is set against a few random orders, and the rank p-value
-  of one order among R random ones cannot go below 1 / (R + 1) (1/4 with 3 orders), so no correction could ever
-  call it significant. The Q3 table shows the importance order against the random band descriptively.
+* q3 has no test in the family: the importance order is set against R random orders, and the rank p-value of
+  one order among them cannot go below 1 / (R + 1) (1/21 with the default 20 orders), so a correction over the
+  report's tests could hardly call it significant. The Q3 table shows the importance order against the random
+  band (removable fraction and area) descriptively.
 * q4: trained minus random-init mean rho, for each pair of sides both models were compared on; bootstrap over
   the relations both hold, paired.
 
 A random-init model is compared with the trained model(s) of its ``base`` (the trained model whose ``spec`` or
-``base`` equals it); with no such model, with every trained model.
+``base`` equals it); with no such model, with every trained model. Random-init models come in kinds of twin
+(:func:`twin_kind`: default twins, sharpness-matched twins ``random-init:BASE@SEED?qk=match``, twins with a given
+query-key scale ``?qk=S``; seed_methods.md §g): every test carries its twin kind's label (``Test.twins``,
+:func:`twin_labels`), so each trained-vs-random answer is given against each kind separately.
+
+Each test's verdict (:func:`verdict_of`, :data:`VERDICT_RULE`): ``yes`` or ``no`` only when its 95% interval
+excludes 0 and the Holm-corrected p agrees; an interval that straddles 0 is ``inconclusive``, never ``no``.
 """
 
 from __future__ import annotations
@@ -29,7 +36,17 @@ from probes.compare.types import Test
 from probes.heads.inference import ALPHA, holm
 from probes.heads.intervals import resample_counts
 
-__all__ = ["raw_test", "partners", "q1_tests", "q2_tests", "q4_tests", "family", "METHODS"]
+__all__ = ["raw_test", "partners", "q1_tests", "q2_tests", "q4_tests", "family", "METHODS", "twin_kind",
+           "twin_labels", "verdict_of", "VERDICT_RULE", "TWIN_KINDS"]
+
+#: How one test's verdict is decided (:func:`verdict_of`).
+VERDICT_RULE = (f"each test: 'yes' when its 95% interval lies above 0 and its Holm-corrected p < {ALPHA} (the "
+                "trained model higher), 'no' when the interval lies below 0 and the Holm p < "
+                f"{ALPHA} (the trained model lower), otherwise 'inconclusive' (an interval that straddles 0, or a "
+                "Holm p that does not agree with the interval)")
+#: The kinds of random-init twin, in report order: what each kind's label says.
+TWIN_KINDS: dict[str, str] = {"default": "default twins", "matched": "sharpness-matched twins",
+                              "scaled": "twins with scaled queries and keys"}
 
 #: The method of each question's tests (``Test.method``).
 METHODS: dict[str, str] = {
@@ -42,9 +59,12 @@ METHODS: dict[str, str] = {
 }
 
 
-def raw_test(question: str, name: str, method: str, value: float, low: float, high: float, p_value: float) -> Test:
-    """A test before the correction (``p_adjusted`` NaN until :func:`family` sets it)."""
-    return Test(question, name, method, float(value), float(low), float(high), float(p_value), float("nan"), False)
+def raw_test(question: str, name: str, method: str, value: float, low: float, high: float, p_value: float,
+             twins: str = "") -> Test:
+    """A test before the correction (``p_adjusted`` NaN until :func:`family` sets it); ``twins`` the label of the
+    random-init model's kind (:func:`twin_labels`)."""
+    return Test(question, name, method, float(value), float(low), float(high), float(p_value), float("nan"), False,
+                twins)
 
 
 def partners(models: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str]]:
@@ -60,12 +80,71 @@ def partners(models: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str]]:
     return out
 
 
-def _difference(t_draws: np.ndarray, r_draws: np.ndarray, value: float, question: str, name: str, method: str
-                ) -> Test:
+def twin_kind(info: Mapping[str, Any]) -> str:
+    """``default``, ``matched`` (``?qk=match``) or ``scaled`` (``?qk=S``): the kind of a random-init model, from its
+    ``spec`` (or a recorded ``query_key`` when the spec says nothing)."""
+    from probes.errors import ConfigError
+    from probes.extraction.random_init import is_random_init, parse_random_init_options
+
+    spec = str(info.get("spec") or "")
+    try:
+        option = parse_random_init_options(spec) if is_random_init(spec) else None
+    except ConfigError:
+        option = None
+    if option is not None:
+        return "matched" if option.scale is None else "scaled"
+    recorded = info.get("query_key")
+    if isinstance(recorded, Mapping) and recorded.get("scale") is not None:
+        return "matched" if recorded.get("target_confidence") is not None else "scaled"
+    return "default"
+
+
+def _scale(info: Mapping[str, Any]) -> float | None:
+    """The query-key scale s of a twin: the recorded ``query_key.scale``, else ``?qk=S`` of its spec."""
+    recorded = info.get("query_key")
+    if isinstance(recorded, Mapping) and recorded.get("scale") is not None:
+        return float(recorded["scale"])
+    from probes.errors import ConfigError
+    from probes.extraction.random_init import is_random_init, parse_random_init_options
+
+    spec = str(info.get("spec") or "")
+    try:
+        option = parse_random_init_options(spec) if is_random_init(spec) else None
+    except ConfigError:
+        option = None
+    return None if option is None or option.scale is None else float(option.scale)
+
+
+def twin_labels(models: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """``{random-init model: its kind's label}``: ``default twins``, ``sharpness-matched twins (s = 4.46)`` (the
+    scales of every twin of that kind, 3 significant digits; ``s not recorded`` when none is known)."""
+    randoms = {m: twin_kind(info) for m, info in models.items() if info.get("kind") == "random-init"}
+    labels = {}
+    for kind, text in TWIN_KINDS.items():
+        names = [m for m, k in randoms.items() if k == kind]
+        if kind != "default" and names:
+            scales = list(dict.fromkeys(f"{s:.3g}" for s in (_scale(models[m]) for m in names) if s is not None))
+            text += f" (s = {', '.join(scales)})" if scales else " (s not recorded)"
+        labels.update({m: text for m in names})
+    return labels
+
+
+def verdict_of(test: Test) -> str:
+    """``yes``, ``no`` or ``inconclusive`` (:data:`VERDICT_RULE`)."""
+    agrees = bool(test.significant)  # Holm-adjusted p < alpha (family)
+    if agrees and test.low > 0 and test.value > 0:
+        return "yes"
+    if agrees and test.high < 0 and test.value < 0:
+        return "no"
+    return "inconclusive"
+
+
+def _difference(t_draws: np.ndarray, r_draws: np.ndarray, value: float, question: str, name: str, method: str,
+                twins: str) -> Test:
     """A test of ``value`` from paired or independent draws of the two sides."""
     draws = t_draws - r_draws
     low, high = interval(draws)
-    return raw_test(question, name, method, float(value), low, high, bootstrap_p(draws, float(value)))
+    return raw_test(question, name, method, float(value), low, high, bootstrap_p(draws, float(value)), twins)
 
 
 def q1_tests(spreads: Mapping[tuple[str, str], Any], models: Mapping[str, Mapping[str, Any]], *,
@@ -75,6 +154,7 @@ def q1_tests(spreads: Mapping[tuple[str, str], Any], models: Mapping[str, Mappin
     from probes.compare.spread import statistic_draws
 
     out = []
+    labels = twin_labels(models)
     for trained, random in partners(models):
         for (model, data), t in spreads.items():
             r = spreads.get((random, data))
@@ -90,7 +170,7 @@ def q1_tests(spreads: Mapping[tuple[str, str], Any], models: Mapping[str, Mappin
             method = METHODS["q1"].format(pairing="paired: the same sentences" if same else "independent draws")
             out.append(_difference(statistic_draws(t.item_sums, t.item_rows, t.n_pairs, w_t),
                                    statistic_draws(r_sums, r_rows, r.n_pairs, w_r), t.row.value - r.row.value,
-                                   "q1", f"spread {trained} - {random} ({data})", method))
+                                   "q1", f"spread {trained} - {random} ({data})", method, labels.get(random, "")))
     return out
 
 
@@ -101,6 +181,7 @@ def q2_tests(specs: Mapping[tuple[str, str], Any], models: Mapping[str, Mapping[
     from probes.compare.specialisation import draw_fractions
 
     out = []
+    labels = twin_labels(models)
     for trained, random in partners(models):
         for (model, data), t in specs.items():
             r = specs.get((random, data))
@@ -111,7 +192,7 @@ def q2_tests(specs: Mapping[tuple[str, str], Any], models: Mapping[str, Mapping[
                                                               resample_counts(r.n_units, n_resamples, seed + 1))
             method = METHODS["q2"].format(pairing="paired: the same sentence draws" if paired else "independent draws")
             out.append(_difference(t.draws, r_draws, t.row.fraction - r.row.fraction, "q2",
-                                   f"specialised {trained} - {random} ({data})", method))
+                                   f"specialised {trained} - {random} ({data})", method, labels.get(random, "")))
     return out
 
 
@@ -120,6 +201,7 @@ def q4_tests(found: Mapping[str, Sequence[Any]], models: Mapping[str, Mapping[st
     """Trained minus random-init rho for each pair of sides both were compared on (``found``: model -> list of
     :class:`~probes.compare.consistency.ConsistencyDraws`)."""
     out = []
+    labels = twin_labels(models)
     for trained, random in partners(models):
         theirs = {(c.row.first, c.row.second): c for c in found.get(random, ())}
         for mine in found.get(trained, ()):
@@ -136,11 +218,13 @@ def q4_tests(found: Mapping[str, Sequence[Any]], models: Mapping[str, Mapping[st
             low, high = interval(draws)
             out.append(raw_test("q4", f"rho {trained} - {random} ({mine.row.first} vs {mine.row.second})",
                                METHODS["q4"].format(n=len(shared)), float(diff.mean()), low, high,
-                               bootstrap_p(draws, float(diff.mean()))))
+                               bootstrap_p(draws, float(diff.mean())), labels.get(random, "")))
     return out
 
 
 def family(raw: Sequence[Test], alpha: float = ALPHA) -> tuple[Test, ...]:
-    """Every test with its Holm-adjusted p-value over the whole family; significant when adjusted p < ``alpha``."""
+    """Every test with its Holm-adjusted p-value over the whole family (significant when adjusted p < ``alpha``)
+    and its verdict (:func:`verdict_of`)."""
     adjusted = holm([t.p_value for t in raw]) if raw else np.zeros(0)
-    return tuple(replace(t, p_adjusted=float(a), significant=bool(a < alpha)) for t, a in zip(raw, adjusted))
+    out = [replace(t, p_adjusted=float(a), significant=bool(a < alpha)) for t, a in zip(raw, adjusted)]
+    return tuple(replace(t, verdict=verdict_of(t)) for t in out)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from probes.compare.lab_types import LabTables
 from probes.results import Result, require_pandas, saveable
 
 __all__ = ["Unit", "BestHead", "HeadKinds", "Spread", "Specialisation", "Consistency", "Redundancy", "LayerProfile",
@@ -94,7 +95,9 @@ class Spread:
     (how unequal the pairs are). ``n_clusters`` is the number of Ward clusters with the best silhouette (k in
     2..``max_k``; silhouette on the per-row distances), with that silhouette and its bootstrap interval, which
     uses the first ``n_cluster_resamples`` of the same draws only (each draw builds a tree:
-    :data:`probes.compare.spread.CLUSTER_RESAMPLES`).
+    :data:`probes.compare.spread.CLUSTER_RESAMPLES`). ``structure`` is True only when that silhouette reaches
+    :data:`probes.compare.spread.STRUCTURE_SILHOUETTE` (0.25, Kaufman & Rousseeuw 1990); below it the heads
+    show no substantial cluster structure and ``n_clusters`` is only the least bad cut.
     """
 
     model: str
@@ -112,6 +115,7 @@ class Spread:
     n_resamples: int
     max_k: int
     n_cluster_resamples: int = 0
+    structure: bool = False
 
 
 @saveable
@@ -148,7 +152,14 @@ class Consistency:
     ``first`` and ``second`` name the two sides (``"ewt:dev"``, ``"ewt:test"``, ``"gum:test"`` ...).
     ``same_head`` is the fraction of the ``n_relations`` relations (listed on both sides) whose best head
     is the same on both. ``rho`` is the mean over those relations of Spearman's rank correlation of all heads'
-    accuracies between the two sides, with a bootstrap interval over relations (``low``, ``high``).
+    accuracies between the two sides, with a bootstrap interval over relations (``low``, ``high``). Nested
+    relations are left out (:data:`probes.compare.consistency.NESTED_RULE`).
+
+    ``rho_corrected`` is the same mean of each relation's rho corrected for the sides' reliability,
+    rho / sqrt(r_first r_second), r a side's Spearman-Brown split-half rho (``reliability_first``,
+    ``reliability_second``: means over the relations); each corrected rho above 1 is capped at 1 and counted in
+    ``n_capped``; ``n_corrected`` relations had a positive reliability on both sides (NaN without per-sentence
+    counts: :data:`probes.compare.consistency.RELIABILITY_RULE`).
     """
 
     model: str
@@ -160,18 +171,29 @@ class Consistency:
     low: float
     high: float
     relations: tuple[str, ...] = ()
+    rho_corrected: float = float("nan")
+    corrected_low: float = float("nan")
+    corrected_high: float = float("nan")
+    reliability_first: float = float("nan")
+    reliability_second: float = float("nan")
+    n_corrected: int = 0
+    n_capped: int = 0
 
 
 @saveable
 @dataclass(frozen=True)
 class Redundancy:
-    """Q3: the fraction of heads removable for at most ``tolerance`` loss of one objective, by pruning order,
-    and whether specialised and confident heads go last.
+    """Q3: the fraction of heads removable within ``tolerance`` of one objective's loss, by pruning order, and
+    whether specialised and confident heads go last.
 
     ``removable`` maps each curve (``importance``, ``specialised-last``, ``confident-last``) to its removable
-    fraction; ``random_low``, ``random_median``, ``random_high`` are over the random orders. ``rho_margin`` is
-    Spearman's rho between the unpruned model's importance (selection data) and each head's specialisation
-    margin, ``rho_confidence`` with its confidence; their intervals are bootstrap intervals over heads.
+    fraction under ``rule`` (:data:`probes.importance.pruning.TOLERANCE_RULES`; ``range``: a loss increase of at
+    most ``tolerance`` x (``ablated_loss`` - ``full_loss``), every step up to the fraction within); ``area`` maps
+    them to the normalised area under the curve (:data:`probes.importance.pruning.AREA_RULE`); ``random_low``,
+    ``random_median``, ``random_high`` (and ``random_area_*``) are over the ``n_random`` random orders.
+    ``rho_margin`` is Spearman's rho between the unpruned model's importance (selection data) and each head's
+    specialisation margin, ``rho_confidence`` with its confidence; their intervals are bootstrap intervals over
+    heads.
     """
 
     model: str
@@ -190,6 +212,14 @@ class Redundancy:
     rho_confidence_high: float
     selected_on: str
     reported_on: str
+    rule: str = "range"
+    full_loss: float = float("nan")
+    ablated_loss: float = float("nan")
+    area: dict[str, float] = field(default_factory=dict)
+    random_area_low: float = float("nan")
+    random_area_median: float = float("nan")
+    random_area_high: float = float("nan")
+    n_random: int = 0
 
 
 @saveable
@@ -215,7 +245,11 @@ class LayerProfile:
 @dataclass(frozen=True)
 class Test:
     """One test of the report: ``question`` (q1..q5), what is compared, the difference with its interval, and
-    the p-value raw and Holm-corrected over every test of the report (``n_tests`` in :class:`Comparison`)."""
+    the p-value raw and Holm-corrected over every test of the report (``n_tests`` in :class:`Comparison`).
+    ``twins`` labels the kind of random-init model the trained one is compared with (``"default twins"``,
+    ``"sharpness-matched twins (s = 4.46)"``: :func:`probes.compare.tests.twin_label`), so each answer is given
+    against each kind separately; ``verdict`` is :func:`probes.compare.tests.test_verdict` (``yes``, ``no``,
+    ``inconclusive``)."""
 
     question: str
     name: str
@@ -226,6 +260,8 @@ class Test:
     p_value: float
     p_adjusted: float
     significant: bool
+    twins: str = ""
+    verdict: str = ""
 
 
 @saveable
@@ -283,7 +319,8 @@ class Comparison(Result):
     """Everything the experiment report shows, computed from saved results alone (see :mod:`probes.compare`).
 
     ``models`` maps each model name to its kind (``"trained"`` or ``"random-init"``) and spec; ``notes`` holds
-    what the evidence cannot tell; ``missing`` names each table or question that could not be computed and why.
+    what the evidence cannot tell; ``missing`` names each table or question that could not be computed and why;
+    ``lab`` holds the training lab's tables (:mod:`probes.compare.lab`) when the experiment trained models.
     """
 
     models: dict[str, dict[str, Any]]
@@ -299,6 +336,7 @@ class Comparison(Result):
     histograms: tuple[Histogram, ...] = ()
     missing: dict[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    lab: LabTables | None = None
 
     def to_pandas(self, table: str = "best_heads") -> Any:
         """One table as a DataFrame (``table`` one of :data:`TABLES`); layers and heads stay 0-based here."""

@@ -16,9 +16,11 @@ Rules, stated once:
   frequent relative position (Voita et al.) are both *learned* on the selection data and
   *scored* on the report data; the stronger of the two on the selection data is the row's
   "best baseline".
-* **Intervals.** 95% percentile bootstrap over sentences (1000 resamples, seed 0) for the
-  head's accuracy, and a *paired* bootstrap (the same resampled sentences for head and
-  baseline) of the margin head minus best baseline.
+* **Intervals.** 95% percentile bootstrap (1000 resamples, seed 0) for the head's accuracy, and a
+  *paired* bootstrap (the same resampled units for head and baseline) of the margin head minus best
+  baseline. The unit is the document when every reported sentence has a document id and there are at
+  least 10 documents, else the sentence (:func:`probes.heads.intervals.resampling_units`,
+  :func:`interval_units`); the paired tests and near ties below use the same units.
 * **Significance** (:mod:`probes.heads.inference`). Per row, a two-sided paired test of the margin
   on the report data (valid because the head and the baseline were chosen on other data);
   the p-values of a table are Holm-corrected over its tested rows; ``beats_baseline`` = corrected
@@ -30,7 +32,7 @@ Rules, stated once:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -42,12 +44,13 @@ from probes.analysis.dependency import HeadScores
 from probes.analysis.relations import leading_relations, plain_name, redundant_pools
 from probes.errors import ConfigError
 from probes.heads.inference import CORRECTION, Correction, correct_rows, near_ties, p_from_z, paired_z
-from probes.heads.intervals import percentile_interval, resample_counts
+from probes.heads.intervals import ResamplingUnits, percentile_interval, resample_counts, resampling_units
 from probes.heads.naming import head_name
 from probes.results import saveable
 
 __all__ = ["LeaderboardRow", "leaderboard_rows", "listed_relations", "LEADERBOARD_COLUMNS", "SELECTION_MODES",
-           "ROOT_NOTE", "table_correction", "tie_name"]
+           "ROOT_NOTE", "table_correction", "tie_name", "interval_units",
+           "board_units"]
 
 #: Where heads are chosen: two halves of one dataset, a separate split, or the reported data itself.
 SELECTION_MODES: tuple[str, ...] = ("split", "separate", "same")
@@ -205,13 +208,30 @@ def _check(report: HeadScores, report_baselines: BaselineScores, select: HeadSco
     return report.units, report_baselines.units
 
 
+def interval_units(report: HeadScores, unit: str = "auto") -> ResamplingUnits:
+    """The bootstrap unit of ``report``'s sentences: documents or sentences (``unit``: ``auto``, ``documents``,
+    ``sentences``; :func:`probes.heads.intervals.resampling_units`). Scores without document ids (or saved before
+    they were kept) resample sentences."""
+    docs = report.units.documents if report.units is not None else ()
+    return resampling_units(docs, report.n_units, unit=unit)
+
+
+def board_units(report: HeadScores, bootstrap: Any = None) -> ResamplingUnits:
+    """The units a leaderboard's intervals resampled, from its recorded ``options.bootstrap`` (``unit``
+    ``documents``/``sentences``); ``auto`` for records without one."""
+    unit = bootstrap.get("unit") if isinstance(bootstrap, Mapping) else None
+    return interval_units(report, unit if unit in ("documents", "sentences") else "auto")
+
+
 def tie_name(scores: HeadScores, direction: int, layer: int, head: int) -> str:
     """``layer-head direction`` (1-based) of the candidate at these positions of ``scores``."""
     return f"{head_name(scores.layers[layer], scores.heads[head])} {scores.directions[direction]}"
 
 
-def _near_ties(report: HeadScores, relation: str, pick: tuple[int, int, int]) -> tuple[str, ...]:
-    """Every ``(direction, layer, head)`` not significantly worse than ``pick`` on ``report``, named."""
+def _near_ties(report: HeadScores, relation: str, pick: tuple[int, int, int],
+               groups: ResamplingUnits | None = None) -> tuple[str, ...]:
+    """Every ``(direction, layer, head)`` not significantly worse than ``pick`` on ``report``, named (the test over
+    the units of ``groups``, default sentences)."""
     units = report.units
     if units is None:
         raise ConfigError("near ties need per-sentence counts (keep_units=True)")
@@ -222,6 +242,8 @@ def _near_ties(report: HeadScores, relation: str, pick: tuple[int, int, int]) ->
     unit = units.unit_of_row()[rows]
     correct[unit] = units.correct[rows].reshape(len(rows), -1)
     total[unit] = units.total[rows]
+    if groups is not None:
+        correct, total = groups.sum(correct), groups.sum(total)
     chosen = int(np.ravel_multi_index(pick, shape))
     return tuple(tie_name(report, *np.unravel_index(int(c), shape)) for c in near_ties(correct, total, chosen))
 
@@ -256,6 +278,7 @@ def leaderboard_rows(
     n_resamples: int = 1000,
     confidence: float = 0.95,
     random_state: int | None = 0,
+    unit: str | ResamplingUnits = "auto",
 ) -> list[LeaderboardRow]:
     """Best head per relation, selected on ``select`` (default: ``report``), reported and tested on ``report``.
 
@@ -268,6 +291,8 @@ def leaderboard_rows(
         mode: the selection mode (:data:`SELECTION_MODES`): default ``"same"`` without ``select``, else
             ``"separate"``; pass ``"split"`` for two halves of one dataset. ``"same"`` rows are never tested.
         n_resamples, confidence, random_state: bootstrap settings.
+        unit: the resampling unit of intervals, tests and near ties: ``"auto"`` (documents when there are enough,
+            :func:`interval_units`), ``"documents"``, ``"sentences"``, or ready :class:`ResamplingUnits`.
 
     Returns:
         One row per listed relation that also occurs in the selection data.
@@ -290,18 +315,20 @@ def leaderboard_rows(
     pos_c = _position_units(report_baselines, b_idx, chosen.positions)
     base_c = np.where(np.array(chosen.better) == "position", pos_c, off_c)  # (n_units, k)
 
-    # One set of resampled sentences for every interval, so head and baseline are paired.
-    weights = resample_counts(report.n_units, n_resamples, random_state)  # (n_resamples, n_units)
-    denominator = weights @ total  # (n_resamples, k)
+    groups = unit if isinstance(unit, ResamplingUnits) else interval_units(report, unit)
+    head_u, diff_u, total_u = groups.sum(head_c), groups.sum(head_c - base_c), groups.sum(total)  # (n_units, k)
+    # One set of resampled units for every interval, so head and baseline are paired.
+    weights = resample_counts(groups.n_units, n_resamples, random_state)  # (n_resamples, n_units)
+    denominator = weights @ total_u  # (n_resamples, k)
     with np.errstate(invalid="ignore", divide="ignore"):
-        acc_draws = (weights @ head_c) / denominator  # (n_resamples, k)
-        margin_draws = (weights @ (head_c - base_c)) / denominator  # (n_resamples, k)
+        acc_draws = (weights @ head_u) / denominator  # (n_resamples, k)
+        margin_draws = (weights @ diff_u) / denominator  # (n_resamples, k)
     root_only = np.array([report_baselines.root_only(r) for r in names])
     testable = ~root_only & (mode != "same") & (total.sum(axis=0) > 0)
-    p, adjusted, significant = _tests(head_c - base_c, total, testable)
+    p, adjusted, significant = _tests(diff_u, total_u, testable)
     inference = {"ci": percentile_interval(acc_draws, confidence),
                  "margin_ci": percentile_interval(margin_draws, confidence),
-                 "p": p, "adjusted": adjusted, "significant": significant, "root_only": root_only}
+                 "p": p, "adjusted": adjusted, "significant": significant, "root_only": root_only, "groups": groups}
     counts = {"head": head_c, "total": total, "offset": off_c, "position": pos_c}
     return [_row(c, report, select, chosen, counts, inference, select_name or report_name, mode)
             for c in range(len(names))]
@@ -319,7 +346,7 @@ def _row(c: int, report: HeadScores, select: HeadScores, chosen: _Choices, count
     base_acc = p_acc if chosen.better[c] == "position" else k_acc
     sel_r = select.index(rel)
     ci, margin_ci = inference["ci"], inference["margin_ci"]
-    ties = _near_ties(report, rel, (d, layer, head))
+    ties = _near_ties(report, rel, (d, layer, head), inference["groups"])
     note = ROOT_NOTE if inference["root_only"][c] else ""
     return LeaderboardRow(
         relation=rel, count=n, layer=select.layers[layer], head=select.heads[head],

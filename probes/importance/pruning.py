@@ -19,18 +19,35 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from probes.errors import ConfigError
+from probes.errors import ConfigError, InputError
 from probes.heads.intervals import percentile_interval, resample_counts
 from probes.importance.scores import _as_batches, _bar, _shape, gate_gradients, normalize_importance, sentence_metrics
 from probes.results import Result, require_pandas
 
 __all__ = ["PruningResult", "OnePerLayer", "pruning_curves", "one_head_per_layer", "score_order", "pruning_steps",
-           "DEFAULT_STEP", "DEFAULT_RANDOM_SEEDS", "PRUNING_RULE"]
+           "DEFAULT_STEP", "DEFAULT_RANDOM_SEEDS", "PRUNING_RULE", "TOLERANCE_RULES", "DEFAULT_TOLERANCE", "AREA_RULE"]
 
 #: Fraction of all heads removed per step (Michel et al.'s BERT sweep used 10%).
 DEFAULT_STEP = 0.1
-#: Random orders drawn for the band.
-DEFAULT_RANDOM_SEEDS: tuple[int, ...] = (0, 1, 2, 3, 4)
+#: Random orders drawn for the band (seed_methods.md §g: at least 20, so that the importance order's rank among
+#: them can reach p = 1 / 21).
+DEFAULT_RANDOM_SEEDS: tuple[int, ...] = tuple(range(20))
+#: tau of :meth:`PruningResult.removable` unless stated (seed_methods.md §g).
+DEFAULT_TOLERANCE = 0.05
+#: The rules of :meth:`PruningResult.removable`: ``range`` (seed_methods.md §g, the default) and ``base`` (the
+#: older rule, still used by the importance report's pruning page).
+TOLERANCE_RULES: dict[str, str] = {
+    "range": "within tolerance when loss(pruned) - loss(full) <= tau x (loss(every head ablated) - loss(full)), "
+             "the every-head-ablated loss being the curve's last step (all heads pruned); removable = the largest "
+             "fraction pruned such that it and every smaller step are within tolerance (a step that is not stops the "
+             "count even if a later one is back within)",
+    "base": "within tolerance when loss(pruned) - loss(full) <= tau x |loss(full)| (tau itself when the full loss "
+            "is 0); removable = the largest fraction pruned such that it and every smaller step are within",
+}
+#: How :meth:`PruningResult.area` is computed.
+AREA_RULE = ("area under the curve: the trapezoid integral over the fraction pruned (0 to 1) of (loss(pruned) - "
+             "loss(full)) / (loss(every head ablated) - loss(full)); 0 = as good as the full model at every step, "
+             "1 = as bad as every head ablated at every step")
 #: Metric names where higher is better (an objective may say otherwise with a ``higher_is_better`` mapping).
 _HIGHER_IS_BETTER = frozenset({"accuracy", "f1", "precision", "recall"})
 #: A base value below this (in absolute value) counts as 0 in :meth:`PruningResult.removable`.
@@ -144,22 +161,55 @@ class PruningResult(Result):
         values = np.asarray(self.values, dtype=np.float64)[rows, :, self._metric(metric)]  # (R, S)
         return values.min(axis=0), np.median(values, axis=0), values.max(axis=0)
 
-    def removable(self, name: str, metric: str = "loss", tolerance: float = 0.05) -> float:
-        """The largest fraction pruned such that this and every smaller step stay within ``tolerance`` of the
-        unpruned value: relative (``tolerance`` x |base|) when the base is not 0, absolute otherwise.
-
-        "Within" means no worse than the base by more than the tolerance (a lower loss, a higher accuracy
-        always qualify: ``higher_is_better`` says which way is worse); a NaN value does not qualify. A base
-        with ``|base| < 1e-6`` counts as 0: the float rounding of a loss that is 0 without pruning (the
-        representation objective's ``1 - cos`` is about 1e-8 there, not 0).
-        """
+    def _worse(self, name: str, metric: str) -> npt.NDArray[np.float64]:
+        """``(S,)`` how much worse than the unpruned value each step of one curve is (positive = worse)."""
         values = self.curve(name, metric)
-        base = float(values[0])
-        allowed = tolerance * abs(base) if abs(base) >= _ZERO_BASE else tolerance
-        worse = -(values - base) if self.higher_is_better[self._metric(metric)] else values - base  # (S,)
+        return -(values - values[0]) if self.higher_is_better[self._metric(metric)] else values - values[0]
+
+    def ablated_worse(self, name: str, metric: str = "loss") -> float:
+        """How much worse than the unpruned model the every-head-ablated model is (the curve's last step).
+
+        Raises:
+            InputError: the curve's last step does not prune every head (a curve made by :func:`pruning_curves`
+                always ends there: :func:`pruning_steps`).
+        """
+        n_heads = len(self.layers) * len(self.heads)
+        if not len(self.n_pruned) or int(self.n_pruned[-1]) != n_heads:
+            last = int(self.n_pruned[-1]) if len(self.n_pruned) else 0
+            raise InputError(f"pruning curve {name!r}: expected its last step to prune all {n_heads} heads (the "
+                             f"every-head-ablated point of the relative tolerance), found {last}")
+        return float(self._worse(name, metric)[-1])
+
+    def removable(self, name: str, metric: str = "loss", tolerance: float = DEFAULT_TOLERANCE,
+                  rule: str = "range") -> float:
+        """The largest fraction pruned such that this and every smaller step are within tolerance
+        (:data:`TOLERANCE_RULES`): ``range``, worse than the unpruned value by at most ``tolerance`` x (the
+        every-head-ablated value - the unpruned one); ``base``, by at most ``tolerance`` x |unpruned|.
+
+        A better value always qualifies (``higher_is_better`` says which way is worse); a NaN value does not.
+        ``range`` allows nothing worse when ablating every head costs nothing (or helps). ``base``: an unpruned
+        value with ``|base| < 1e-6`` counts as 0 (the float rounding of a loss that is 0 without pruning, e.g. the
+        representation objective's ``1 - cos``) and the tolerance is then absolute.
+        """
+        if rule not in TOLERANCE_RULES:
+            raise ConfigError(f"rule: expected one of {', '.join(TOLERANCE_RULES)}, found {rule!r}")
+        base = float(self.curve(name, metric)[0])
+        worse = self._worse(name, metric)  # (S,)
+        if rule == "range":
+            allowed = tolerance * max(self.ablated_worse(name, metric), 0.0)
+        else:
+            allowed = tolerance * abs(base) if abs(base) >= _ZERO_BASE else tolerance
         ok = np.isfinite(worse) & (worse <= allowed + 1e-12 * max(1.0, abs(base)))
         n_ok = int(np.argmin(ok)) if not ok.all() else len(ok)
         return float(np.asarray(self.fractions, dtype=np.float64)[max(n_ok - 1, 0)])
+
+    def area(self, name: str, metric: str = "loss") -> float:
+        """:data:`AREA_RULE`: the normalised area under one curve (NaN when ablating every head costs nothing
+        or a step is missing)."""
+        worse, span = self._worse(name, metric), self.ablated_worse(name, metric)
+        if not np.isfinite(span) or span <= 0 or not np.isfinite(worse).all():
+            return float("nan")
+        return float(np.trapezoid(worse / span, np.asarray(self.fractions, dtype=np.float64)))
 
     def to_pandas(self) -> Any:
         """One row per curve and step: ``order, fraction_pruned, n_pruned, objective`` (the loss) and each

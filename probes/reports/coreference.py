@@ -99,9 +99,11 @@ def selection_info(record: RunRecord, has_selection: bool) -> SelectionInfo:
     return SelectionInfo("same", corpus, corpus)
 
 
-def footer(sel: SelectionInfo, correction: Correction, n_resamples: int) -> str:
-    """The footer of a table: selection, intervals, test and correction."""
-    return (f"\n{sel.footer()} Intervals: 95% percentile bootstrap over documents, {n_resamples} resamples. "
+def footer(sel: SelectionInfo, correction: Correction, n_resamples: int, n_documents: int | None = None) -> str:
+    """The footer of a table: selection, intervals (resampling the ``n_documents`` documents: coreference and
+    bridging results are per document by construction), test and correction."""
+    over = f"{n_documents} documents" if n_documents is not None else "documents"
+    return (f"\n{sel.footer()} Intervals: 95% percentile bootstrap over {over}, {n_resamples} resamples. "
             f"{correction.footer()}\n")
 
 
@@ -196,7 +198,7 @@ def coref_tables(result: CorefResult, selection: CorefResult | None, *, sel: Sel
     md = markdown_table(body, ["system", *COLUMNS], headers=headers)
     txt = text_table(body, ["system", *COLUMNS], headers=headers)
     tests = _coref_test_tables(head_rows_)
-    note = footer(sel, correction, n_resamples)
+    note = footer(sel, correction, n_resamples, len(result.units))
     md, txt = md + tests[0] + note, txt + tests[1] + note
     for extra_md, extra_txt in (_count_tables(result), _band_tables(result, best_all)):
         md += extra_md
@@ -305,7 +307,7 @@ def bridging_tables(result: BridgingResult, selection: BridgingResult | None, *,
     for r in rows:
         r["why"] = r["mass_why"] = f"too few links (< {min_links})" if not r["enough_links"] else "no head"
     correction = _sig_cells(rows, sel, ("", "mass_"))  # argmax and mass tests: one family
-    return _bridging_text(rows, sel, correction, n_resamples, min_links) + (correction,)
+    return _bridging_text(rows, sel, correction, n_resamples, min_links, len(result.units)) + (correction,)
 
 
 def _bridging_row(result: BridgingResult, chooser: BridgingResult, label: str, bands: Any, enough: bool,
@@ -345,7 +347,7 @@ def _bridging_row(result: BridgingResult, chooser: BridgingResult, label: str, b
 
 
 def _bridging_text(rows: Rows, sel: SelectionInfo, correction: Correction, n_resamples: int,
-                   min_links: int) -> tuple[Rows, str, str]:
+                   min_links: int, n_documents: int | None = None) -> tuple[Rows, str, str]:
     """The two bridging tables (argmax accuracy, mass ratio) as Markdown and text, with the footer."""
     shown = [{**r, "margin_pts": r["margin"], "mass_margin_pts": r["mass_margin"]} for r in rows]
     cols_a = ["band", "scored", "not_scorable", "accuracy_head", "accuracy_ci", "nearest", "offset",
@@ -366,7 +368,7 @@ def _bridging_text(rows: Rows, sel: SelectionInfo, correction: Correction, n_res
           + "\nAttention-mass ratio\n\n" + markdown_table(shown, cols_m, headers=heads_m, percent=pct))
     txt = ("Argmax accuracy\n" + text_table(shown, cols_a, headers=heads_a, percent=pct)
            + "\nAttention-mass ratio\n" + text_table(shown, cols_m, headers=heads_m, percent=pct))
-    tail = note + footer(sel, correction, n_resamples)
+    tail = note + footer(sel, correction, n_resamples, n_documents)
     return rows, md + tail, txt + tail
 
 

@@ -7,7 +7,7 @@ head scores; nothing runs a model, so a saved leaderboard can be written again.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,7 @@ import numpy.typing as npt
 
 from probes.analysis.dependency import HeadScores
 from probes.errors import ConfigError
+from probes.heads.intervals import unit_phrase
 from probes.heads.naming import INDEXING_NOTE, head_name
 from probes.analysis.split import SPLIT_RULE
 from probes.heads.selection import LEADERBOARD_COLUMNS, LeaderboardRow, table_correction
@@ -26,7 +27,7 @@ from probes.run_record import RunRecord
 from probes.reports.tables import format_p, markdown_table, md_heading, md_text, text_table, write_csv, write_json
 
 __all__ = ["format_leaderboard", "leaderboard_footer", "score_rows", "write_leaderboard", "TIMINGS_NOTE",
-           "INTERVAL_NOTE", "selection_record"]
+           "INTERVAL_NOTE", "interval_note", "selection_record"]
 
 #: What the timings of a leaderboard's ``run.json`` mean.
 TIMINGS_NOTE = ("extraction_s: wall time until the last attention arrived (model or store); scoring runs "
@@ -35,9 +36,17 @@ TIMINGS_NOTE = ("extraction_s: wall time until the last attention arrived (model
                 "mostly overlapped; writing_s: tables, run record and figures; "
                 "overhead_fraction = (scoring_s + writing_s) / extraction_s")
 
-#: How every interval of a leaderboard is made.
-INTERVAL_NOTE = ("95% intervals: percentile bootstrap over sentences (1000 resamples, seed 0); the margin's "
-                 "interval is paired (the same resampled sentences for head and baseline)")
+#: How every interval of a leaderboard is made (the unit, documents or sentences, is :func:`interval_note`'s).
+INTERVAL_NOTE = ("95% intervals: percentile bootstrap over {units} (1000 resamples, seed 0); the margin's "
+                 "interval is paired (the same resampled {unit} for head and baseline)")
+
+
+def interval_note(record: RunRecord) -> str:
+    """:data:`INTERVAL_NOTE` with the run's resampling unit, e.g. ``over 30 documents`` (``over sentences`` for
+    records written before the unit was recorded)."""
+    bootstrap = record.options.get("bootstrap") if isinstance(record.options, Mapping) else None
+    phrase = unit_phrase(bootstrap if isinstance(bootstrap, Mapping) else None)
+    return INTERVAL_NOTE.format(units=phrase, unit=phrase.split()[-1])
 #: What the ties column holds.
 TIES_NOTE = ("ties: heads whose accuracy on the report data is not significantly below the reported head's "
              "(paired test, two-sided, uncorrected, alpha 0.05), best first; d2h = dep_to_head, h2d = head_to_dep; "
@@ -162,7 +171,7 @@ def leaderboard_footer(rows: Sequence[LeaderboardRow], record: RunRecord) -> lis
     """The lines under a leaderboard: selection mode and names, intervals, test and correction, ties (and, for a
     decoder, how relations are split by side)."""
     sided = bool(record.options.get("sided"))
-    return [_selection_sentence(record), INTERVAL_NOTE + ".", table_correction(rows).footer(),
+    return [_selection_sentence(record), interval_note(record) + ".", table_correction(rows).footer(),
             "sig. = margin over the best baseline > 0 with Holm-adjusted p < 0.05. " + TIES_NOTE + ".",
             *([SIDED_NOTE] if sided else [])]
 
@@ -205,7 +214,7 @@ def write_leaderboard(folder: OutputFolder, board: Any) -> RunRecord:
     csv_rows = [{**r, "tied_heads": "; ".join(r["tied_heads"])} for r in dict_rows]
     folder.add(write_csv(csv_rows, out / "leaderboard.csv", LEADERBOARD_COLUMNS))
     folder.add(write_json(
-        {"indexing": INDEXING_NOTE, "selection": record.detail("selection"), "intervals": INTERVAL_NOTE,
+        {"indexing": INDEXING_NOTE, "selection": record.detail("selection"), "intervals": interval_note(record),
          "significance": table_correction(rows).as_dict(), "rows": dict_rows}, out / "leaderboard.json"))
     score_table = score_rows(board.report, board.select)
     folder.add(write_csv(score_table, out / "scores.csv", list(score_table[0]) if score_table else ["relation"]))

@@ -122,3 +122,20 @@ def _clean(obj: Any) -> Any:
     if isinstance(obj, Path):
         return str(obj)
     return obj
+
+
+def flat_row(fields: Mapping[str, Any], one_based: Sequence[str] = ("layer", "head"),
+             keep: Any = None) -> dict[str, Any]:
+    """One CSV row of a table row's ``fields``: the 0-based ``one_based`` fields shifted to 1-based (a value equal
+    to ``keep`` left as it is), dict fields flattened to ``field_key`` columns, tuples and lists joined by ``;``."""
+    flat: dict[str, Any] = {}
+    for key, value in fields.items():
+        if key in one_based and not (keep is not None and value == keep):
+            value = int(value) + 1
+        if isinstance(value, dict):
+            flat.update({f"{key}_{k}": v for k, v in value.items()})
+        elif isinstance(value, (tuple, list)):
+            flat[key] = ";".join(map(str, value))
+        else:
+            flat[key] = value
+    return flat

@@ -102,7 +102,8 @@ class _Hashes:
             source = gguf_source(folder)  # weights dequantised from a GGUF file: say so
             self.models[spec.name] = {"spec": spec.spec, "kind": spec.kind, "base": spec.base, "seed": spec.seed,
                                       "path": path, "weights_sha256": None if folder is None else weights_sha256(folder),
-                                      **({"weights_source": source} if source else {}), **_shape(path)}
+                                      **({"weights_source": source} if source else {}), **_shape(path),
+                                      **_query_key(path), **({"lab": dict(spec.lab)} if spec.lab else {})}
         return self.models[spec.name]
 
     def data(self, spec: str) -> dict[str, str]:
@@ -125,6 +126,17 @@ def _hub_snapshot(name: str) -> str | None:
         return str(snapshot_download(name, local_files_only=True))
     except Exception:  # noqa: BLE001 - not cached, or not a hub name: nothing to hash
         return None
+
+
+def _query_key(path: str) -> dict[str, Any]:
+    """``{"query_key": {...}}`` of a sharpness twin (its ``random_init.json``: the scale s and how it was found, for
+    the report's labels); empty for any other model."""
+    made = Path(path) / "random_init.json"
+    try:
+        found = json.loads(made.read_text(encoding="utf-8")).get("query_key") if made.is_file() else None
+    except (OSError, ValueError):
+        found = None
+    return {"query_key": found} if isinstance(found, dict) else {}
 
 
 def _shape(path: str) -> dict[str, int | None]:
@@ -160,7 +172,8 @@ def _plan(experiment: Any) -> list[_Plan]:
     plans = []
     for model in experiment.models:
         for data in experiment.data:
-            here = [a for a in experiment.analyses if model.name in a.models and data.name in a.data]
+            here = [a for a in experiment.analyses  # match units pair models: probes.runs.experiment_match
+                    if a.kind != "match" and model.name in a.models and data.name in a.data]
             here.sort(key=lambda a: _ORDER.index(a.kind))
             atlas = next((a.name for a in here if a.kind == "atlas"), None)
             for analysis in here:
@@ -202,11 +215,12 @@ def _inputs(plan: _Plan, experiment: Any, hashes: _Hashes, atlas_keys: Mapping[t
             limit: int | None = None) -> dict[str, Any]:
     """What the unit's key hashes."""
     from probes._version import __version__
+    from probes.runs.experiment_lab import key_spec
 
     model = hashes.model(plan.model)
     inputs: dict[str, Any] = {
         "kind": plan.analysis.kind, "options": _options(plan, experiment, limit),
-        "model": {"spec": model["spec"], "weights_sha256": model["weights_sha256"]},
+        "model": {"spec": key_spec(plan.model), "weights_sha256": model["weights_sha256"]},
         "data": {role: hashes.data(spec)["sha256"] for role, spec in plan.data.files(plan.analysis.kind).items()},
         "probes": __version__}
     if plan.from_atlas is not None:
@@ -307,7 +321,8 @@ def run_experiment(path: str | Path, *, out: str | Path | None = None, progress:
         path: the experiment TOML file.
         out: the run folder (default: ``[experiment] out``, else ``runs/<name>``).
         progress: a progress bar over units (and the analyses' own bars) on stderr.
-        fresh: recompute every unit even when a saved one has the same key.
+        fresh: recompute every unit even when a saved one has the same key (training units too: ``OUT/train/``
+            is removed and every model of ``[train]`` trained again).
         limit: read at most this many sentences (documents) of each dataset in every unit (all when None); it is
             part of each unit's options and key, and of ``run.json``'s ``options``.
 
@@ -326,18 +341,25 @@ def run_experiment(path: str | Path, *, out: str | Path | None = None, progress:
     t0 = time.perf_counter()
     experiment = read_experiment(path)
     run_dir = Path(out if out is not None else experiment.out)
+    experiment = experiment.placed(run_dir)  # lab models load from this run folder's train/
     _check_out(run_dir, experiment.name)
     from probes.reports.writer import lock_out_dir
 
     lock_out_dir(run_dir, COMMAND)  # one run per folder, checked writable before any model work
     store = UnitStore(run_dir)
-    if fresh and (run_dir / "results").is_dir():
-        shutil.rmtree(run_dir / "results")
+    for folder in ("results", "train") if fresh else ():
+        if (run_dir / folder).is_dir():
+            shutil.rmtree(run_dir / folder)
     store.clean()
     _mark_started(run_dir, experiment.name)
     shutil.copyfile(path, run_dir / "experiment.toml")
     hashes = _Hashes()
+    from probes.runs.experiment_match import run_match_units
+    from probes.runs.experiment_train import run_training
+
+    trained, lab = run_training(experiment, run_dir, store, hashes, progress)  # before any analysis reads a model
     saved = _run_units(experiment, store, hashes, progress, limit)
+    matched = run_match_units(experiment, store, hashes, progress, limit)
     units_s = time.perf_counter() - t0
     record = run_record(
         COMMAND, experiment={"name": experiment.name, "title": experiment.title, "description": experiment.description,
@@ -347,11 +369,12 @@ def run_experiment(path: str | Path, *, out: str | Path | None = None, progress:
               for d in experiment.data},
         analyses={a.name: {"kind": a.kind, "models": list(a.models), "data": list(a.data), "options": a.options}
                   for a in experiment.analyses},
-        units=[_unit_record(plan, unit) for plan, unit in saved],
-        seed_questions=experiment.seed_questions,
+        units=[*trained, *(_unit_record(plan, unit) for plan, unit in saved), *matched],
+        **({"train": lab} if experiment.train else {}), seed_questions=experiment.seed_questions,
         report_options={"n_resamples": experiment.n_resamples, "tolerance": experiment.tolerance,
                         "seed": experiment.seed},
-        timings={"units_s": round(units_s, 3)}, **({} if limit is None else {"options": {"limit": limit}}))
+        timings={"units_s": round(units_s, 3), **({"train_s": lab["seconds"]} if experiment.train else {})},
+        **({} if limit is None else {"options": {"limit": limit}}))
     return _report(run_dir, record)
 
 
@@ -367,14 +390,15 @@ def _report(run_dir: Path, record: RunRecord, out: Path | None = None) -> Experi
     from probes.compare import compare
     from probes.compare.types import Unit
     from probes.runs.experiment_cache import UnitStore
+    from probes.runs.experiment_train import unit_options
 
     t0 = time.perf_counter()
     store = UnitStore(run_dir)
     analyses, saved = record.detail("analyses"), record.detail("units")
-    options = {u["analysis"]: analyses.get(u["analysis"], {}).get("options", {}) for u in saved}
-    units = [Unit(u["analysis"], u["kind"], u["model"], u["data"], store.load(u["path"]), dict(options[u["analysis"]]))
-             for u in saved]
-    models = {name: {k: info.get(k) for k in ("kind", "spec", "base", "seed", "n_layers", "n_heads")}
+    units = [Unit(u["analysis"], u["kind"], u["model"], u["data"], store.load(u["path"]), unit_options(u, analyses))
+             for u in saved]  # train and match units carry their own options (cell, seed, other ...)
+    keys = ("kind", "spec", "base", "seed", "n_layers", "n_heads", "query_key", "lab")  # query_key: sharpness twins
+    models = {name: {k: info.get(k) for k in keys if k not in ("query_key", "lab") or info.get(k) is not None}
               for name, info in record.detail("models").items()}
     report = record.detail("report_options", {})
     comparison = compare(units, models, seed_questions=bool(record.detail("seed_questions")),

@@ -7,6 +7,9 @@
 (:func:`probes.runs.option_rules.analysis_rules`), so a value ``probes leaderboard`` refuses is refused here
 too; unknown tables and keys are errors (a typo never falls back to a default); an analysis must name at least
 one model and one dataset, each of them defined in the file and each dataset holding what the kind runs on.
+``[train]`` tables (:mod:`probes.runs.experiment_lab`) add models, which an analysis' ``models`` may name one by
+one or by a selector (``train:*@last`` ...); ``match`` analyses (:mod:`probes.runs.experiment_match`) take pairs
+of models.
 """
 
 from __future__ import annotations
@@ -32,9 +35,10 @@ KINDS: dict[str, tuple[str, str]] = {
     "probe": ("probes.runs.probing:probe", "train"),
     "importance": ("probes.runs.importance:importance", "treebank"),
     "prune": ("probes.runs.importance:prune", "treebank"),
+    "match": ("probes.runs.match:match_models", "treebank"),
 }
 #: The tables of an experiment file.
-TABLES = ("experiment", "models", "data", "analyses")
+TABLES = ("experiment", "models", "data", "train", "analyses")
 #: The keys of ``[experiment]``: the run's name, texts and folder, and the cross-model report's options.
 EXPERIMENT_RULES: dict[str, Rule] = {
     "name": Rule("text"), "title": Rule("text"), "description": Rule("string"), "out": Rule("text"),
@@ -111,8 +115,8 @@ def _check_head(loc: Locator, raw: Mapping[str, Any]) -> None:
             loc.name(("experiment", key), value, "experiment")
 
 
-def _check_models(loc: Locator, raw: Mapping[str, Any]) -> None:
-    for name, spec in loc.table(raw, "models", required=True).items():
+def _check_models(loc: Locator, raw: Mapping[str, Any], *, required: bool = True) -> None:
+    for name, spec in loc.table(raw, "models", required=required).items():
         loc.name(("models", name), name, "model")
         if not isinstance(spec, str) or not spec:
             raise loc.fail(("models", name), "expected a model name (a folder, package:NAME, a hub name or "
@@ -138,34 +142,51 @@ def _check_data(loc: Locator, raw: Mapping[str, Any]) -> None:
                                   f"{', '.join(entry) if entry else 'no keys'}")
 
 
-def _names(loc: Locator, where: Sequence[str], value: Any, known: Sequence[str], what: str) -> list[str]:
+def _names(loc: Locator, where: Sequence[str], value: Any, known: Sequence[str], what: str,
+           lab: Mapping[str, Any] | None = None) -> list[str]:
     """The names an analysis' ``models`` / ``data`` key gives: one name or a non-empty list of distinct ones,
-    each defined in the file."""
+    each defined in the file (models: selectors expanded, :func:`probes.runs.experiment_lab.select_models`)."""
     names = [value] if isinstance(value, str) else value
     if not isinstance(names, list) or not names or not all(isinstance(v, str) for v in names):
         raise loc.fail(where, f"expected a {what} name or a non-empty list of them, found {shown(value)}")
-    for name in names:
-        if name not in known:
-            raise loc.fail(where, f"unknown {what} {name!r}; expected one of {', '.join(known)}")
     twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
     if twice is not None:
         raise loc.fail(where, f"{what} {twice!r} is named twice")
+    if lab is not None:
+        from probes.runs.experiment_lab import select_models
+
+        try:
+            names = select_models(names, [k for k in known if k not in lab], lab)
+        except ConfigError as exc:
+            raise loc.fail(where, exc.reason) from None
+    for name in names:
+        if name not in known:
+            raise loc.fail(where, f"unknown {what} {name!r}; expected one of {', '.join(known)}")
     return names
 
 
-def _check_analysis(loc: Locator, name: str, entry: Any, models: Sequence[str], data: Mapping[str, Any]) -> None:
+def _check_analysis(loc: Locator, name: str, entry: Any, models: Sequence[str], data: Mapping[str, Any],
+                    lab: Mapping[str, Any]) -> None:
     where = ("analyses", name)
     loc.name(where, name, "analysis")
+    if name == "train":
+        raise loc.fail(where, "analysis name 'train' is taken by the training units (results/train/); name it "
+                              "otherwise")
     if not isinstance(entry, Mapping):
         raise loc.fail(where, f"expected a table [analyses.{name}], found {shown(entry)}")
     given = _underscored(entry)
     key, kind = given.get("kind", (None, name))
     if not isinstance(kind, str) or kind not in KINDS:
         raise loc.fail((*where, key or "kind"), f"expected a kind, one of {', '.join(KINDS)}, found {shown(kind)}")
-    rules = analysis_rules(kind)
-    loc.keys(where, entry, (*_ANALYSIS_KEYS, *rules), f"option for {kind}")
+    from probes.runs.experiment_match import MATCH_KEYS, check_match, match_rules
+
+    rules = match_rules() if kind == "match" else analysis_rules(kind)
+    loc.keys(where, entry, (*_ANALYSIS_KEYS, *rules, *(MATCH_KEYS if kind == "match" else ())), f"option for {kind}")
+    chosen = list(models)
     if "models" in given:
-        _names(loc, (*where, given["models"][0]), given["models"][1], models, "model")
+        chosen = _names(loc, (*where, given["models"][0]), given["models"][1], models, "model", lab)
+    if kind == "match":
+        check_match(loc.fail, where, given, chosen, models, lab)
     role = KINDS[kind][1]
     fitting = [d for d, table in data.items() if _serves(table, role)]
     if "data" in given:
@@ -176,7 +197,7 @@ def _check_analysis(loc: Locator, name: str, entry: Any, models: Sequence[str], 
         raise loc.fail(where, f"no data to run on: a {kind} needs a dataset with a {role}, and "
                               f"{', '.join(data)} {'has' if len(data) == 1 else 'have'} none")
     for option, (key, value) in given.items():
-        if option not in _ANALYSIS_KEYS:
+        if option not in _ANALYSIS_KEYS and option in rules:
             loc.expect((*where, key), rules[option], value)
 
 
@@ -197,9 +218,16 @@ def check_experiment(path: str | Path, text: str, raw: Mapping[str, Any]) -> Non
     if unknown:
         raise loc.fail((unknown[0],), f"unknown table; expected {', '.join(TABLES)}")
     _check_head(loc, raw)
-    _check_models(loc, raw)
+    from probes.runs.experiment_lab import check_train
+
+    lab = check_train(loc.fail, raw, NAME)  # the models [train] adds: [models] may then be empty
+    _check_models(loc, raw, required=not lab)
     _check_data(loc, raw)
-    models = list(loc.table(raw, "models", required=True))
+    models = list(loc.table(raw, "models", required=not lab))
+    for name in lab:
+        if name in models:
+            raise loc.fail(("models", name), f"model name {name!r} is taken by a training unit of [train]")
+    models += list(lab)
     data = dict(loc.table(raw, "data", required=True))
     for name, entry in loc.table(raw, "analyses", required=True).items():
-        _check_analysis(loc, name, entry, models, data)
+        _check_analysis(loc, name, entry, models, data, lab)

@@ -17,6 +17,10 @@ An experiment file has four tables::
     [analyses.atlas]                   # name -> kind (default: the name), models, data (default: all that fit),
     js_sentences = 50                  # and the options of the analysis' library function (probes.atlas ...)
 
+and, optionally, ``[train]`` defaults with ``[train.CELL]`` tables: models trained from scratch before the
+analyses run (:mod:`probes.runs.experiment_lab`; ``[models]`` may then be empty), which an analysis' ``models``
+names one by one or by a selector (``train:*``, ``train:*@last``, ``models:*`` ...).
+
 Paths may name environment variables as ``${NAME}`` or ``${NAME:-default}`` (for instance
 ``${PROBES_DATA:-data}/ud-english-ewt/en_ewt-ud-test.conllu``), and a data value may be a list of places, the
 first that exists winning (a local copy, then a registry name: ``["${PROBES_DATA:-data}/x.conllu",
@@ -40,7 +44,7 @@ from typing import Any
 
 from probes.errors import ConfigError
 from probes.runs.config import read_toml
-from probes.runs.experiment_schema import DATA_KEYS, KINDS, Locator, check_experiment
+from probes.runs.experiment_schema import DATA_KEYS, KINDS, NAME, Locator, check_experiment
 
 __all__ = ["ModelSpec", "DataSpec", "AnalysisSpec", "Experiment", "KINDS", "read_experiment", "expand_env",
            "analysis_function"]
@@ -51,17 +55,20 @@ _ENV = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))
 @dataclass(frozen=True)
 class ModelSpec:
     """One model: its experiment ``name``, the ``spec`` it loads from, ``kind`` (``trained`` or ``random-init``),
-    and for a random-init twin its ``base`` and ``seed``."""
+    and for a random-init twin its ``base`` and ``seed``; for a model of the file's ``[train]`` tables, ``lab``
+    (cell, seed, step, last_step, heads, layers, init, attention_dropout)."""
 
     name: str
     spec: str
     kind: str
     base: str
     seed: int | None = None
+    lab: dict[str, Any] | None = None
 
     def info(self) -> dict[str, Any]:
         """For the comparison and the run record."""
-        return {"kind": self.kind, "spec": self.spec, "base": self.base, "seed": self.seed}
+        return {"kind": self.kind, "spec": self.spec, "base": self.base, "seed": self.seed,
+                **({"lab": dict(self.lab)} if self.lab else {})}
 
 
 @dataclass(frozen=True)
@@ -129,12 +136,27 @@ class Experiment:
     tolerance: float = 0.05
     seed: int = 0
     unit_reports: bool = True
+    train: tuple[Any, ...] = ()
 
     def model(self, name: str) -> ModelSpec:
         return next(m for m in self.models if m.name == name)
 
     def dataset(self, name: str) -> DataSpec:
         return next(d for d in self.data if d.name == name)
+
+    def placed(self, run_dir: str | Path) -> Experiment:
+        """This experiment with its lab models loading from the run folder ``run_dir`` (``probes run --out``)."""
+        from dataclasses import replace
+
+        moved = {m.name: m for m in _lab_models(self.train, run_dir)}
+        return replace(self, models=tuple(moved.get(m.name, m) for m in self.models))
+
+
+def _lab_models(units: Sequence[Any], run_dir: str | Path) -> tuple[ModelSpec, ...]:
+    """The models ``[train]`` adds (:func:`probes.runs.experiment_lab.lab_models`), loading from ``run_dir``."""
+    from probes.runs.experiment_lab import lab_models
+
+    return tuple(ModelSpec(name, spec, "trained", spec, None, lab) for name, spec, lab in lab_models(units, run_dir))
 
 
 def expand_env(text: str, *, where: str = "value") -> str:
@@ -206,22 +228,31 @@ class _Builder:
     def location(self, name: str, key: str, value: str | list[str]) -> str:
         """A data value: a file or treebank name, or a list of them, the first that exists winning (a local copy
         first, then a registry name that is fetched or found in the cache)."""
+        return self.place(("data", name, key), value)
+
+    def place(self, where: Sequence[str], value: str | list[str]) -> str:
+        """:meth:`location` of the value at the key path ``where`` (errors name its line)."""
         options = [value] if isinstance(value, str) else value
-        expanded = [self.expand(v, "data", name, key) for v in options]
+        expanded = [self.expand(v, *where) for v in options]
         for candidate in expanded:
             if candidate.startswith(("ud:", "sample:")) or Path(candidate).is_file():
                 return candidate
         if len(expanded) == 1:
             return expanded[0]  # reported by the reader that opens it, with its own message
-        raise self.loc.fail(("data", name, key), f"none of {', '.join(expanded)} exists")
+        raise self.loc.fail(where, f"none of {', '.join(expanded)} exists")
 
     def analyses(self, table: Mapping[str, Mapping[str, Any]], models: Sequence[ModelSpec],
-                 data: Sequence[DataSpec]) -> tuple[AnalysisSpec, ...]:
+                 data: Sequence[DataSpec], lab: Mapping[str, Any] | None = None) -> tuple[AnalysisSpec, ...]:
+        from probes.runs.experiment_lab import select_models
+
         out = []
+        plain = [m.name for m in models if m.name not in (lab or {})]
         for name, entry in table.items():
             options = {k.replace("-", "_"): v for k, v in entry.items()}
             kind = options.pop("kind", name)
-            chosen_models = _names(options.pop("models", None), [m.name for m in models])
+            with self.at("analyses", name, "models"):
+                chosen_models = tuple(select_models(_names(options.pop("models", None), [m.name for m in models]),
+                                                    plain, lab or {}))
             given = options.pop("data", None)
             fitting = [d.name for d in data if d.role(KINDS[kind][1])]
             chosen_data = _names(given, fitting)  # default: every dataset this kind can run on
@@ -253,12 +284,15 @@ def read_experiment(path: str | Path) -> Experiment:
     head = {k.replace("-", "_"): v for k, v in raw.get("experiment", {}).items()}
     name = head.get("name", path.stem)
     build.loc.name(("experiment", "name") if "name" in head else (), name, "experiment")
-    models = build.models(raw["models"])
-    data = build.data(raw["data"])
+    from probes.runs.experiment_lab import build_train, lab_names
+
     out = build.expand(head.get("out", f"runs/{name}"), "experiment", "out")
+    train = build_train(build.loc.fail, raw, build.place, NAME)
+    models = build.models(raw.get("models", {})) + _lab_models(train, out)
+    data = build.data(raw["data"])
     return Experiment(
         name=name, file=str(path), title=head.get("title", name), description=head.get("description", ""),
-        out=out, models=models, data=data, analyses=build.analyses(raw["analyses"], models, data),
+        out=out, models=models, data=data, analyses=build.analyses(raw["analyses"], models, data, lab_names(train)),
         seed_questions=head.get("seed_questions", False), n_resamples=head.get("n_resamples", 1000),
         tolerance=float(head.get("tolerance", 0.05)), seed=head.get("seed", 0),
-        unit_reports=head.get("unit_reports", True))
+        unit_reports=head.get("unit_reports", True), train=train)

@@ -420,7 +420,7 @@ def prune(
     ablation: str = "zero",
     step: float = 0.1,
     importance: str = "iterative",
-    random_seeds: Sequence[int] = (0, 1, 2, 3, 4),
+    random_seeds: Sequence[int] = tuple(range(20)),  # probes.importance.pruning.DEFAULT_RANDOM_SEEDS
     orders: Sequence[str] = tuple(SCORE_ORDERS),
     one_per_layer: bool = True,
     leaderboard_at: float | None = 0.5,

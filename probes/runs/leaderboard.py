@@ -43,7 +43,9 @@ from probes.analysis.dependency import HeadScores
 from probes.analysis.relations import ALL
 from probes.analysis.split import Half, half_of
 from probes.errors import ConfigError
-from probes.heads.selection import LEADERBOARD_COLUMNS, SELECTION_MODES, LeaderboardRow, leaderboard_rows, table_correction
+from probes.heads.intervals import UNITS
+from probes.heads.selection import (LEADERBOARD_COLUMNS, SELECTION_MODES, LeaderboardRow, interval_units,
+                                    leaderboard_rows, table_correction)
 from probes.reports.leaderboard import format_leaderboard, selection_record, write_leaderboard
 from probes.reports.writer import write_output
 from probes.run_record import RunRecord
@@ -70,8 +72,10 @@ __all__ = ["Leaderboard", "leaderboard", "leaderboard_from_pairs", "score_split"
 #: ``select_on`` value for Clark et al.'s same-data selection (optimistic, never significant).
 SAME = "same"
 
-#: Bootstrap settings of every leaderboard (recorded in ``run.json``).
-_BOOTSTRAP = {"n_resamples": 1000, "confidence": 0.95, "random_state": 0, "unit": "sentence"}
+#: Bootstrap settings of every leaderboard (recorded in ``run.json`` with the resampling unit: ``unit``
+#: ``"documents"``/``"sentences"``, ``n_units`` and the ``rule`` that chose it, see
+#: :func:`probes.heads.selection.interval_units`).
+_BOOTSTRAP = {"n_resamples": 1000, "confidence": 0.95, "random_state": 0}
 
 Pairs = Iterable[tuple["Sentence", "WordAttention"]]
 
@@ -327,6 +331,7 @@ def leaderboard_from_pairs(
     extraction: Mapping[str, Mapping[str, Any]] | None = None,
     world: World | None = None,
     sided: bool = False,
+    interval_unit: str = "auto",
 ) -> Leaderboard:
     """Score ``(sentence, attention)`` pairs, select heads, compute intervals, tests and near ties.
 
@@ -340,6 +345,8 @@ def leaderboard_from_pairs(
     rank's analyses (:func:`stream`), so the board equals one process' on the whole splits, on every rank.
     ``sided``: the attention is a causal decoder's; every relation is scored split by the side of its gold word
     (``amod (head left)``, ``amod (head right)``), heads and baselines alike, and roots are left out.
+    ``interval_unit``: what intervals and tests resample (``auto``: documents when every reported sentence has a document id
+    and there are at least 10, else sentences; ``documents``; ``sentences``), recorded in ``options.bootstrap``.
     """
     if not isinstance(analyses, (_CheckedNames, _CheckedAnalyses)):  # checked already by leaderboard()
         analyses = check_analyses(analyses)
@@ -351,9 +358,10 @@ def leaderboard_from_pairs(
                     extraction if extraction is not None else {}, world, sided)  # the same dict: it fills while the passes run
     report, report_baselines, select, select_baselines = scored.heads
     t0 = time.perf_counter()
+    groups = interval_units(report, interval_unit)
     rows = leaderboard_rows(report, report_baselines, select=select, select_baselines=select_baselines,
                             relations=relations, min_count=min_count, exclude=exclude, report_name=report_name,
-                            select_name=scored.names[1], mode=mode)
+                            select_name=scored.names[1], mode=mode, unit=groups)
     rows_s = time.perf_counter() - t0
     passes = [s for s in (scored.report, scored.select) if s is not None]
     full = _merge(RunRecord.of(record).to_dict(), {
@@ -364,7 +372,7 @@ def leaderboard_from_pairs(
         **({"halves": scored.counts["halves"]} if mode == "split" else {}),
         "counts": {**scored.counts, "relations_listed": len(rows)}, "inputs": scored.inputs,
         "options": {"poss_rule": poss_rule, "sided": sided, "min_count": min_count, "exclude": list(exclude),
-                    "relations": list(relations) if relations else None, "bootstrap": dict(_BOOTSTRAP),
+                    "relations": list(relations) if relations else None, "bootstrap": {**_BOOTSTRAP, **groups.as_dict()},
                     "analyses": list(analyses), "select_mode": mode,
                     "tie_break": "accuracy desc, then layer, head, direction asc"},
         "timings": {"extraction_s": sum(s.extraction_s for s in passes),
@@ -400,6 +408,16 @@ def _check_sources(model: Any, treebank: Any, select_on: Any, store: Any, select
     return same, None if same else select_on
 
 
+def _check_request(model: Any, treebank: Any, select_on: Any, store: Any, select_store: Any,
+                   analyses: ExtraAnalyses, interval_unit: str) -> tuple[bool, Any, Any]:
+    """:func:`_check_sources`, the analyses (checked once: :func:`leaderboard_from_pairs` takes them as checked)
+    and the interval unit, before any work: ``(same-data selection?, select_on, checked analyses)``."""
+    same, select_on = _check_sources(model, treebank, select_on, store, select_store)
+    if interval_unit not in UNITS:
+        raise ConfigError(f"interval_unit: expected one of {', '.join(UNITS)}, found {interval_unit!r}")
+    return same, select_on, check_analyses(analyses)
+
+
 def leaderboard(
     model: str | Path | AttentionExtractor | None = None,
     treebank: str | Path | Sequence[Sentence] | None = None,
@@ -422,6 +440,7 @@ def leaderboard(
     record: Mapping[str, Any] | None = None,
     analyses: ExtraAnalyses = (),
     extraction: ExtractionOptions | None = None,
+    interval_unit: str = "auto",
 ) -> Leaderboard:
     """The head :class:`Leaderboard` of a model on a treebank, heads chosen on held-out data; nothing is written
     until ``board.write(folder)``.
@@ -446,17 +465,16 @@ def leaderboard(
             (:data:`probes.analysis.ANALYSES`, e.g. ``["specials"]``); their results are in
             ``board.analyses`` and ``board.write`` saves them under ``analyses/NAME/``; or ready
             analyses by name (``{"surface": SurfaceStats()}``), run as they are.
+        interval_unit: what intervals and tests resample: ``auto``, ``documents`` or ``sentences`` (:func:`leaderboard_from_pairs`).
 
     Under ``torchrun`` (:func:`probes.world.init_world`) each rank runs its contiguous block of each split; the
     analyses are merged in rank order, so every rank returns the one-process board (``board.record.world``).
     """
-    same, select_on = _check_sources(model, treebank, select_on, store, select_store)
-    analyses = check_analyses(analyses)  # before any work, once: leaderboard_from_pairs takes them as checked
+    same, select_on, analyses = _check_request(model, treebank, select_on, store, select_store, analyses, interval_unit)
     check_run_options(batch_size=batch_size, device=device, on_long=on_long, limit=limit, extraction=extraction,
                       loads=isinstance(model, (str, Path)))  # extractor options: for a model loaded here only
     if preload_figures:  # matplotlib's import overlaps the model run instead of adding to the writing time
         from probes.reports.figures import preload
-
         threading.Thread(target=preload, name="probes-preload", daemon=True).start()
     world = World.current()  # under torchrun: this rank's block of each split, merged with the others'
     progress = progress and world.is_main
@@ -475,7 +493,7 @@ def leaderboard(
         report_pairs, select_pairs=select_pairs, report_name=name or report_name, select_name=select_name or sel_name,
         record=_merge(run_record("probes.leaderboard", **inputs).to_dict(), RunRecord.of(record).to_dict()), relations=relations,
         mode=SAME if same else None, min_count=min_count, exclude=exclude, poss_rule=poss_rule, analyses=analyses,
-        extraction=tracked, world=world, sided=bool(inputs.get("extractor", {}).get("causal")))
+        extraction=tracked, world=world, sided=bool(inputs.get("extractor", {}).get("causal")), interval_unit=interval_unit)
     final = {"world": world_record(world, blocks)}
     if extraction_report is not None:
         final["extraction_report"] = gather_report(extraction_report.as_dict(), world)

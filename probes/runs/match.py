@@ -40,6 +40,7 @@ from probes.compare.head_profiles import PROFILE_RULE, profile_cost, profile_sel
 from probes.compare.matching import (HeadMatching, bootstrap_pairs, label_permutation_null, match_heads,
                                      null_model_intervals, within_layer_distance)
 from probes.errors import ConfigError
+from probes.heads.intervals import resampling_units
 from probes.reports.writer import write_output
 from probes.results import Result, require_pandas
 from probes.run_record import RunRecord
@@ -225,9 +226,12 @@ def _run_pass(extractors: Mapping[str, Any], sentences: Sequence[Sentence]) -> _
 
 
 def _units(distances: CrossDistanceResult) -> tuple[str, str]:
-    """``(by, unit name)``: documents when the items carry at least two document ids, else sentences."""
-    documents = set(distances.item_units) - set(distances.item_ids)
-    return ("unit", "document") if len(set(distances.item_units)) >= 2 and documents else ("item", "sentence")
+    """``(by, unit name)``: documents by the leaderboard's rule (:func:`probes.heads.intervals.resampling_units`:
+    every item in a document and at least :data:`~probes.heads.intervals.MIN_DOCUMENTS` of them), else sentences."""
+    ids = set(distances.item_ids)
+    documents = [u if u not in ids else None for u in distances.item_units]  # an item without one is its own unit
+    chosen = resampling_units(documents, len(documents))
+    return ("unit", "document") if chosen.unit == "documents" else ("item", "sentence")
 
 
 def _interval(draws: npt.NDArray[np.float64]) -> list[float]:

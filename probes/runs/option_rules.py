@@ -199,10 +199,12 @@ def analysis_rules(kind: str) -> Mapping[str, Rule]:
         KeyError: ``kind`` is not an analysis kind.
     """
     if kind in ("leaderboard", "baselines"):
+        from probes.heads.intervals import UNITS
         from probes.runs.leaderboard import check_analyses
 
         rules = {**_extraction_rules(), "relations": _TEXTS, "min_count": MIN_COUNT, "exclude": _TEXTS,
-                 "poss_rule": _FLAG, "preload_figures": _FLAG, "analyses": Rule("texts", check=check_analyses)}
+                 "poss_rule": _FLAG, "preload_figures": _FLAG, "analyses": Rule("texts", check=check_analyses),
+                 "interval_unit": Rule("choice", choices=UNITS)}
     elif kind == "atlas":
         rules = {**_extraction_rules(), "js_sentences": Rule("count", 2, MAX_COUNT), "js_items": _FLAG,
                  "clusters": COUNT, "counts": _TEXT, "word_level": _FLAG, "grad_sentences": Rule("count", 0, MAX_COUNT),
@@ -213,6 +215,8 @@ def analysis_rules(kind: str) -> Mapping[str, Rule]:
         rules = _probe_rules()
     elif kind in ("importance", "prune"):
         rules = _importance_rules(kind)
+    elif kind == "match":  # the pair and the null model come from the experiment's pairs and null
+        rules = {**_extraction_rules(), "within_layers": _FLAG, "n_resamples": N_RESAMPLES, "min_count": MIN_COUNT}
     else:
         raise KeyError(kind)
     return dict(sorted(rules.items()))

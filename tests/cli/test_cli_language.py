@@ -29,10 +29,12 @@ EXPERIMENT_COMMANDS = {"run", "report"}
 COMMANDS = {name: c for name, c in _ALL.items() if not hasattr(c, "commands") and name not in EXPERIMENT_COMMANDS}
 GROUPS = {name for name in _ALL if name not in COMMANDS and name not in EXPERIMENT_COMMANDS}
 #: Commands that take a model, that read data, that run a model, and that write an output folder.
-TAKES_MODEL = {"leaderboard", "extract", "coref", "bridging", "probe", "atlas", "importance", "prune"}
-READS_DATA = {"leaderboard", "baselines", "extract", "coref", "bridging", "probe", "atlas", "importance", "prune"}
+TAKES_MODEL = {"leaderboard", "extract", "coref", "bridging", "probe", "atlas", "importance", "prune", "match"}
+READS_DATA = {"leaderboard", "baselines", "extract", "coref", "bridging", "probe", "atlas", "importance", "prune",
+              "match"}
 RUNS_MODEL = TAKES_MODEL | {"demo"}
-WRITES_FOLDER = {"leaderboard", "demo", "coref", "bridging", "probe", "atlas", "importance", "prune", "train"}
+WRITES_FOLDER = {"leaderboard", "demo", "coref", "bridging", "probe", "atlas", "importance", "prune", "train",
+                 "match"}
 
 
 def _opts(command: str) -> dict[str, Any]:
@@ -42,7 +44,7 @@ def _opts(command: str) -> dict[str, Any]:
 
 def test_the_command_sets_cover_every_command() -> None:
     assert set(COMMANDS) == {"leaderboard", "baselines", "demo", "extract", "coref", "bridging", "probe", "atlas",
-                             "importance", "prune", "verify", "models", "train"}
+                             "importance", "prune", "verify", "models", "train", "match"}
     assert GROUPS == {"data"}
     assert {c for c in COMMANDS if "--model" in _opts(c)} == TAKES_MODEL
     assert {c for c in COMMANDS if "--on-long" in _opts(c)} == RUNS_MODEL
@@ -276,6 +278,7 @@ _FOLDER_ARGS = {
     "atlas": ["--model", "no/such/model", "--treebank", DEV],
     "importance": ["--model", "no/such/model", "--treebank", DEV],
     "prune": ["--model", "no/such/model", "--treebank", DEV],
+    "match": ["--model", "no/such/model", "--model", "no/such/other", "--treebank", DEV],
     "train": ["--arch", "bert", "--layers", "1", "--heads", "2", "--hidden", "32", "--treebank", DEV],
 }
 

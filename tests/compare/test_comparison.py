@@ -32,7 +32,9 @@ def units() -> tuple[Unit, ...]:
     for model, perfect, seed in (("trained", PLANTED, 0), ("random", frozenset(), 1)):
         for data in ("dev", "test"):
             out.append(Unit("atlas", "atlas", model, data, fake_atlas((2, 4), perfect, seed=seed, split=data)))
-    pruning = Pruning(model="x", curves=dataclasses.replace(pruning_result(), layers=(0, 1), heads=(0, 1, 2, 3)),
+    curves = dataclasses.replace(pruning_result(), layers=(0, 1), heads=(0, 1, 2, 3),
+                                 n_pruned=np.array([0, 3, 5, 8]))  # 8 heads: the last step prunes all of them
+    pruning = Pruning(model="x", curves=curves,
                       start=dataclasses.replace(importance_result(), importance=np.arange(8.0).reshape(2, 4)))
     out.append(Unit("prune-repr", "prune", "trained", "dev", pruning))
     return tuple(out)

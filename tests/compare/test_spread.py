@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from probes.analysis.head_distances import DistanceResult, pair_index
-from probes.compare.spread import (NO_ITEMS, best_cut, histograms, silhouette, spread, statistic_draws)
+from probes.compare.spread import (NO_ITEMS, STRUCTURE_SILHOUETTE, best_cut, has_structure, histograms,
+                                   silhouette, spread, statistic_draws, structure_text)
 from probes.compare.tests import q1_tests
 
 MODELS = {"trained": {"kind": "trained", "spec": "package:x", "base": "package:x", "seed": None},
@@ -67,6 +68,18 @@ def test_best_cut_finds_three_planted_groups() -> None:
     assert k == 3 and score > 0.8
 
 
+def test_cluster_structure_needs_a_silhouette_of_a_quarter() -> None:
+    assert STRUCTURE_SILHOUETTE == 0.25  # Kaufman & Rousseeuw 1990: below it, no substantial structure
+    assert has_structure(0.25) and not has_structure(0.2499) and not has_structure(float("nan"))
+    assert structure_text(3, 0.228) == "no substantial cluster structure (best silhouette 0.228 < 0.25)"
+    assert structure_text(3, 0.412) == "3 clusters (best silhouette 0.412 >= 0.25)"
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((24, 40))  # 24 heads, no groups: some cut is still the best, with a low silhouette
+    k, score = best_cut(np.sqrt(((x[:, None] - x[None]) ** 2).sum(-1)), 12)
+    assert k >= 2 and score < 0.25 and not has_structure(score)
+    assert structure_text(k, score).startswith("no substantial cluster structure (best silhouette 0.")
+
+
 def test_spread_clusters_of_planted_groups_have_a_tight_interval() -> None:
     rng = np.random.default_rng(2)
     x = np.repeat(np.array([[0.0, 0.0], [10.0, 0.0]]), 4, axis=0)  # 8 heads in 2 groups
@@ -74,7 +87,7 @@ def test_spread_clusters_of_planted_groups_have_a_tight_interval() -> None:
     base = ((x[first] - x[second]) ** 2).sum(-1)  # (P,)
     items = base[None, :] * rng.uniform(0.8, 1.2, size=(30, 1)) + rng.uniform(0, 0.1, size=(30, len(base)))
     found = spread(distances(items * 5, np.full(30, 5)), "m", "d", n_resamples=100, seed=0)
-    assert found.row.n_clusters == 2
+    assert found.row.n_clusters == 2 and found.row.structure  # two far groups: silhouette near 1
     assert (found.row.n_clusters_low, found.row.n_clusters_high) == (2.0, 2.0)
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from probes.errors import ConfigError
+from probes.errors import ConfigError, InputError
 from probes.extraction.interventions import head_means, intervene
 from probes.importance.pruning import (OnePerLayer, PruningResult, one_head_per_layer, pruning_curves, pruning_steps,
                                        score_order)
@@ -133,23 +133,24 @@ def test_one_head_per_layer_by_hand(bert: tuple[Any, Any]) -> None:
                                    "accuracy"]
 
 
-def test_removable_and_band_by_hand() -> None:
+def test_removable_base_rule_and_band_by_hand() -> None:
+    """The older rule (``base``: tau x |unpruned loss|), still the importance report's."""
     result = pruning_result()
     # importance: 1.02 within 5% of 1.0, 1.3 not -> 1/3; specialised-last: 1.04, 1.06 -> 1.06 > 1.05 -> 1/3
-    assert result.removable("importance") == pytest.approx(1 / 3)
-    assert result.removable("specialised-last", tolerance=0.06) == pytest.approx(2 / 3)
-    assert result.removable("random:0") == 0.0
+    assert result.removable("importance", rule="base") == pytest.approx(1 / 3)
+    assert result.removable("specialised-last", tolerance=0.06, rule="base") == pytest.approx(2 / 3)
+    assert result.removable("random:0", rule="base") == 0.0
     # accuracy: higher is better; 0.79 and 0.75 within 0.05 * 0.8 = 0.04 of 0.8 ...
-    assert result.removable("importance", "accuracy") == pytest.approx(1 / 3)
-    assert result.removable("random:1", "accuracy") == 0.0  # 0.75: a drop of 0.05 > 0.04
-    assert result.removable("specialised-last", "accuracy", tolerance=0.5) == pytest.approx(2 / 3)
+    assert result.removable("importance", "accuracy", rule="base") == pytest.approx(1 / 3)
+    assert result.removable("random:1", "accuracy", rule="base") == 0.0  # 0.75: a drop of 0.05 > 0.04
+    assert result.removable("specialised-last", "accuracy", tolerance=0.5, rule="base") == pytest.approx(2 / 3)
     negative = replace(result, values=result.values - 2.0)  # loss base -1: the tolerance is 5% of |base|
-    assert negative.removable("importance") == pytest.approx(1 / 3)
+    assert negative.removable("importance", rule="base") == pytest.approx(1 / 3)
     zero = replace(result, values=result.values - result.values[:, :1])  # base 0: absolute tolerance
-    assert zero.removable("importance", tolerance=0.05) == pytest.approx(1 / 3)
-    assert zero.removable("importance", tolerance=0.3) == pytest.approx(2 / 3)
+    assert zero.removable("importance", tolerance=0.05, rule="base") == pytest.approx(1 / 3)
+    assert zero.removable("importance", tolerance=0.3, rule="base") == pytest.approx(2 / 3)
     rounded = replace(result, values=zero.values + 1e-8)  # a 0 base up to float rounding (1 - cos of equal vectors)
-    assert rounded.removable("importance", tolerance=0.05) == pytest.approx(1 / 3)
+    assert rounded.removable("importance", tolerance=0.05, rule="base") == pytest.approx(1 / 3)
     low, median, high = result.random_band()
     np.testing.assert_allclose(low, [1.0, 1.1, 2.0, 3.0])
     np.testing.assert_allclose(median, [1.0, 1.15, 2.25, 3.0])
@@ -159,6 +160,53 @@ def test_removable_and_band_by_hand() -> None:
         result.curve("nope")
     with pytest.raises(ConfigError, match="random:SEED"):
         replace(result, curves=("a", "b", "c", "d")).random_band()
+
+
+def _minilm_like() -> PruningResult:
+    """Seed_methods.md §g's MiniLM numbers: full loss 1.746, every head ablated 2.208 (range 0.462), 4 steps of
+    2 of 8 heads; ``importance`` rises slowly, ``bumpy`` leaves the tolerance at 25% and is back within at 50%."""
+    loss = np.array([[1.746, 1.760, 1.800, 1.950, 2.208],    # importance
+                     [1.746, 1.780, 1.750, 1.760, 2.208],    # bumpy
+                     [1.746, 1.900, 2.000, 2.100, 2.208]])   # random:0
+    return PruningResult(layers=(0, 1), heads=(0, 1, 2, 3), objective="probe", data="d", selection="s",
+                         metrics=("loss",), higher_is_better=(False,), curves=("importance", "bumpy", "random:0"),
+                         fractions=np.array([0.0, 0.25, 0.5, 0.75, 1.0]), n_pruned=np.array([0, 2, 4, 6, 8]),
+                         values=loss[..., None], order=np.tile(np.arange(8), (3, 1)), step=0.25,
+                         importance="iterative", ablation="zero")
+
+
+def test_relative_tolerance_differs_from_the_absolute_one_by_hand() -> None:
+    result = _minilm_like()
+    # relative: allowed 0.05 x (2.208 - 1.746) = 0.0231: +0.014 at 25% within, +0.054 at 50% not -> 25%
+    assert result.removable("importance") == pytest.approx(0.25)
+    assert result.removable("importance", tolerance=0.05, rule="range") == pytest.approx(0.25)
+    # absolute (5% of the full loss, 0.0873): +0.054 at 50% within, +0.204 at 75% not -> 50%; the rules differ
+    assert result.removable("importance", rule="base") == pytest.approx(0.5)
+    # every step up to the fraction must be within: bumpy's +0.034 at 25% > 0.0231 stops it at 0 though 50% is back
+    assert result.removable("bumpy") == 0.0
+    assert result.removable("bumpy", tolerance=0.1) == pytest.approx(0.75)  # 0.0462 allows +0.034, +0.004, +0.014
+    assert result.removable("random:0", tolerance=1.0) == 1.0  # tau = 1: the whole range, every head
+    with pytest.raises(ConfigError, match="rule: expected one of range, base"):
+        result.removable("importance", rule="absolute")
+
+
+def test_area_under_the_curve_by_hand() -> None:
+    result = _minilm_like()
+    span = 2.208 - 1.746
+    # trapezoids of width 0.25 over (loss - 1.746) / span: 0.25 x (0/2 + a1 + a2 + a3 + 1/2)
+    assert result.area("importance") == pytest.approx(0.25 * ((0.014 + 0.054 + 0.204) / span + 0.5))
+    assert result.area("random:0") == pytest.approx(0.25 * ((0.154 + 0.254 + 0.354) / span + 0.5))
+    flat = replace(result, values=np.full_like(result.values, 1.746))  # ablating every head costs nothing
+    assert np.isnan(flat.area("importance")) and flat.removable("importance") == 1.0
+
+
+def test_relative_tolerance_needs_the_every_head_ablated_step() -> None:
+    result = _minilm_like()
+    short = replace(result, fractions=result.fractions[:4], n_pruned=result.n_pruned[:4],
+                    values=result.values[:, :4])  # stops at 6 of 8 heads
+    with pytest.raises(InputError, match="expected its last step to prune all 8 heads"):
+        short.removable("importance")
+    assert short.removable("importance", rule="base") == pytest.approx(0.5)  # the old rule needs no such step
 
 
 def test_option_checks(bert: tuple[Any, Any]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import html
 import re
 import time
 from dataclasses import replace
@@ -100,7 +101,8 @@ def _curves(rng: np.random.Generator) -> list[Curve]:
 def _comparison(seed: int = 0) -> Comparison:
     """A full comparison of 2 trained and 2 random-init models on 2 datasets, every table filled."""
     rng = np.random.default_rng(seed)
-    spread = [Spread(m, d, "mean JS per row", v, v - 0.01, v + 0.012, 0.05, 3, 2.0, 4.5, 0.31, 40, 200, 12)
+    spread = [Spread(m, d, "mean JS per row", v, v - 0.01, v + 0.012, 0.05, 3, 2.0, 4.5, 0.31, 40, 200, 12,
+                     structure=True)
               for d in DATA for m, v in zip(MODELS, (0.2345, 0.2111, 0.0432, 0.0411))]
     edges = np.linspace(0, 0.7, 15)
     histograms = [Histogram(m, d, edges, rng.integers(0, 50, 14).astype(np.int64)) for d in DATA for m in MODELS]
@@ -110,8 +112,12 @@ def _comparison(seed: int = 0) -> Comparison:
     kinds = [HeadKinds(m, d, 24, n, 3, 5, {"specialised": "as Q2"}) for d in DATA for m, n in zip(MODELS, (9, 7, 1, 2))]
     redundancy = [Redundancy(m, "ewt", "representation", 0.05, {"importance": 0.4, "specialised-last": 0.3}, 0.1, 0.2,
                              0.3, 0.35, 0.12 if m in ("minilm", "tiny") else -0.2, 0.55, 0.2, 0.01, 0.4, "ewt:dev",
-                             "ewt:test") for m in MODELS]
-    consistency = [Consistency(m, "ewt:dev", "ewt:test", 5, 0.6, r, r - 0.1, r + 0.05, RELATIONS)
+                             "ewt:test", full_loss=1.746, ablated_loss=2.208,
+                             area={"importance": 0.1234, "specialised-last": 0.2}, random_area_low=0.3,
+                             random_area_median=0.3456, random_area_high=0.4, n_random=20) for m in MODELS]
+    consistency = [Consistency(m, "ewt:dev", "ewt:test", 5, 0.6, r, r - 0.1, r + 0.05, RELATIONS, rho_corrected=r + 0.1,
+                               corrected_low=r, corrected_high=r + 0.15, reliability_first=0.81,
+                               reliability_second=0.79, n_corrected=5, n_capped=1 if m == "tiny" else 0)
                    for m, r in zip(MODELS, (0.8123, 0.7567, 0.1234, 0.0987))]
     consistency += [Consistency(m, "ewt:test", "gum:test", 4, 0.5, 0.61, 0.5, 0.7, RELATIONS[:4]) for m in MODELS]
     tests = [CompareTest("q1", f"{t} - {r} spread on {d}", "paired bootstrap over sentences", 0.19, 0.17, 0.21, 0.001,
@@ -264,7 +270,17 @@ def test_answer_sentences_carry_the_fields_numbers(written: tuple[Comparison, Pa
     assert "minilm 38% [28%, 46%] (9 of 24 heads)" in q2
     assert "minilm - random-0 specialised on ewt 33% [20%, 45%], Holm p 0.003" in q2
     q4 = _section(text, "### Q4. Are the same heads chosen on two splits and on two corpora?")
-    assert "minilm ewt:dev vs ewt:test: rho 0.812 [0.712, 0.862], same best head for 60% of 5 relations" in q4
+    assert ("minilm ewt:dev vs ewt:test: rho 0.812 [0.712, 0.862] (corrected for reliability 0.912 [0.812, 0.962], "
+            "reliabilities 0.810 and 0.790), same best head for 60% of 5 relations") in q4
+    assert "tiny ewt:dev vs ewt:test: rho 0.757" in q4 and "1 of 5 relations' corrected rho capped at ±1" in q4
+    assert ("minilm ewt:test vs gum:test: rho 0.610 [0.500, 0.700] (not corrected for reliability: no per-sentence "
+            "counts or no positive reliability)") in q4
+    table = _md_table(text, TABLES["consistency"])
+    assert table[0]["corrected rho [95% CI]"] == "0.912 [0.812, 0.962]" and table[1]["capped"] == "1"
+    assert table[0]["reliability first, second"] == "0.810, 0.790"
+    spread = _md_table(text, TABLES["spread"])
+    assert {r["structure (silhouette >= 0.25)"] for r in spread} == {"yes"}  # silhouette 0.31
+    assert "minilm 0.234 [0.224, 0.246] (3 clusters (best silhouette 0.310 >= 0.25))" in sentence
     np.testing.assert_allclose(_numbers(q4.split("rho ", 1)[1])[:3], [0.8123, 0.7123, 0.8623], atol=5e-4)
 
 
@@ -273,8 +289,9 @@ def test_answers_follow_their_rules() -> None:
     said = answers(comparison)
     # Q3: the trained models' rho-margin intervals [0.12, 0.55] lie above 0 -> specialised heads go last
     assert said["q3"].startswith("In the trained models specialised heads go last")
-    assert "minilm on ewt (representation, tolerance 5%): 40% removable by importance against 20% [10%, 30%]" \
-        in said["q3"]
+    assert ("minilm on ewt (representation, tolerance 5% of the loss range from the full model 1.746 to every head "
+            "ablated 2.208): 40% removable by importance against 20% [10%, 30%] for 20 random orders, area 0.123 "
+            "against 0.346 [0.300, 0.400]") in said["q3"]
     mixed = replace(comparison, redundancy=tuple(replace(r, rho_margin_low=-0.1) if r.model == "tiny" else r
                                                  for r in comparison.redundancy))
     assert "go last in 1 of 2 model/objective pairs" in answers(mixed)["q3"]
@@ -287,11 +304,57 @@ def test_answers_follow_their_rules() -> None:
     t = comparison.tests[0]
     assert verdict([]) == "untested"
     assert verdict([t, t]) == "yes"
-    assert verdict([replace(t, value=-0.1)]) == "reverse"
-    assert verdict([replace(t, significant=False)]) == "no"
+    assert verdict([replace(t, value=-0.19, low=-0.21, high=-0.17)]) == "no"  # below 0, Holm agrees
+    assert verdict([replace(t, significant=False)]) == "inconclusive"  # the interval excludes 0, Holm does not agree
+    assert verdict([replace(t, low=-0.01)]) == "inconclusive"  # the interval straddles 0: never "no"
     assert verdict([t, replace(t, significant=False)]) == "mixed"
+    # an interval straddling 0 is reported as inconclusive in the answer, not as "no"
+    straddle = replace(comparison, tests=tuple(replace(x, low=-0.05, significant=False) if x.question == "q1" else x
+                                               for x in comparison.tests))
+    assert answers(straddle)["q1"].startswith("Inconclusive: the difference in spread")
+    # no cluster structure below a silhouette of 0.25
+    flat = replace(comparison, spread=tuple(replace(r, silhouette=0.228, structure=False) for r in comparison.spread))
+    assert "minilm 0.234 [0.224, 0.246] (no substantial cluster structure (best silhouette 0.228 < 0.25))" \
+        in answers(flat)["q1"]
     empty = replace(comparison, spread=(), missing={"spread": "rerun the atlas with js_items=True"})
     assert answers(empty)["q1"] == "Not answered: rerun the atlas with js_items=True."
+
+
+def test_answers_are_given_against_each_kind_of_twin(tmp_path: Path) -> None:
+    """random-0 a default twin, random-1 a sharpness-matched one: the q1 tests against each say their kind, and the
+    answer gives one verdict per kind (all q1 tests against default twins significant, against matched ones not)."""
+    comparison = _comparison()
+    matched = "sharpness-matched twins (s = 4.46)"
+    models = {**MODELS, "random-1": {**MODELS["random-1"], "spec": MODELS["random-1"]["spec"] + "?qk=match",
+                                     "query_key": {"scale": 4.46, "target_confidence": 0.461}}}
+    tests = tuple(replace(t, twins="default twins") if "random-0" in t.name
+                  else replace(t, twins=matched, low=-0.02, significant=False, p_adjusted=0.3) if t.question == "q1"
+                  else replace(t, twins=matched) for t in comparison.tests)
+    twins = replace(comparison, models=models, tests=tests)
+    q1 = answers(twins)["q1"]
+    assert q1.startswith("Mean JS divergence per query row between distinct heads on ewt, minilm 0.234")
+    assert "Against default twins: Yes, heads differ more in the trained models" in q1
+    assert f"Against {matched}: Inconclusive: the difference in spread" in q1
+    assert "4 of 4 significant" in q1.split("Against default twins")[1].split("Against sharpness")[0]
+    q4 = answers(twins)["q4"]  # one kind only: the opening says against which
+    assert q4.startswith("The trained models choose the same heads more consistently than random-init ones "
+                         "(against default twins): ")
+    write_experiment_report(_small(twins), _record(), tmp_path)
+    text = (tmp_path / "report.md").read_text(encoding="utf-8")
+    rows = _md_table(text, TABLES["tests"])
+    assert {r["against"] for r in rows} == {"default twins", matched}
+    both = replace(twins, spread=tuple(r for r in twins.spread if r.data == "ewt"))
+    kinds = {r["model"]: r["kind"] for r in _md_table(report_md(both, tmp_path / "both"), TABLES["spread"])}
+    assert kinds == {"minilm": "trained", "tiny": "trained", "random-0": "random-init",
+                     "random-1": f"random-init ({matched})"}
+    assert {(r["test"], r["verdict"]) for r in rows if r["question"] == "Q1"} >= {
+        ("minilm - random-0 spread on ewt", "yes"), ("minilm - random-1 spread on ewt", "inconclusive")}
+
+
+def report_md(comparison: Comparison, out: Path) -> str:
+    """The report.md of ``comparison`` written into ``out``."""
+    write_experiment_report(comparison, _record(), out)
+    return (out / "report.md").read_text(encoding="utf-8")
 
 
 def test_every_table_is_there_or_says_why_not(tmp_path: Path) -> None:
@@ -433,7 +496,7 @@ def test_html_embeds_every_figure_and_fetches_nothing(written: tuple[Comparison,
     for line in text.splitlines():
         if line.startswith(("Yes, ", "The specialised", "In the trained", "_heads selected")):
             plain = re.sub(r"`([^`]+)`", r"\1", line.strip("_"))
-            assert plain.replace("'", "&#x27;") in page.replace("<code>", "").replace("</code>", ""), line[:60]
+            assert html.escape(plain) in page.replace("<code>", "").replace("</code>", ""), line[:60]
 
 
 def test_figures_are_drawn_at_the_house_resolution(written: tuple[Comparison, Path, dict[str, Path]]) -> None:

@@ -146,16 +146,32 @@ def _broad_finding(surface: Any) -> Finding:
                    "word); last-layer entropy from [CLS] 3.89 nats against about 4.8 uniform (128 tokens)", here, holds)
 
 
-def _layers_finding(distance: npt.NDArray[np.float64], n_layers: int, n_heads: int) -> Finding:
+def _layers_finding(distance: npt.NDArray[np.float64], n_layers: int, n_heads: int,
+                    clusters: npt.NDArray[np.int64] | None = None) -> Finding:
+    """Same-layer nearest heads against chance; "yes" needs cluster structure too (Clark's "clear behavioural
+    clusters"): the atlas's head groups with a silhouette >= :data:`~probes.compare.spread.STRUCTURE_SILHOUETTE`."""
+    from probes.compare.spread import STRUCTURE_SILHOUETTE, silhouette
+
     n = distance.shape[0]
     masked = distance + np.diag(np.full(n, np.inf))
     nearest = masked.argmin(axis=1)
     same = float(np.mean(nearest // n_heads == np.arange(n) // n_heads))
     chance = (n_heads - 1) / (n - 1) if n > 1 else float("nan")
-    here = f"{same:.0%} of heads have their nearest head in the same layer (chance {chance:.0%})"
+    score = silhouette(distance, clusters) if clusters is not None and len(clusters) == n else float("nan")
+    structure = bool(np.isfinite(score) and score >= STRUCTURE_SILHOUETTE)
+    groups = ("clusters: not measured" if not np.isfinite(score) else
+              f"head groups' silhouette {score:.2f} ({'>=' if structure else '<'} {STRUCTURE_SILHOUETTE}: "
+              f"{'' if structure else 'no '}substantial cluster structure)")
+    here = f"{same:.0%} of heads have their nearest head in the same layer (chance {chance:.0%}); {groups}"
+    holds = ("no" if not same > chance else "yes" if same > 2 * chance and structure else "partly")
     return Finding("heads of a layer behave alike", "heads in the same layer sit close together in the MDS of "
-                   "JS distances; clear behavioural clusters", here, "yes" if same > 2 * chance else
-                   "partly" if same > chance else "no")
+                   "JS distances; clear behavioural clusters", here, holds)
+
+
+def _clusters(atlas: Any) -> npt.NDArray[np.int64] | None:
+    """The atlas's head groups as ``(L*H,)`` labels in the order of its distance matrix, or None."""
+    labels = getattr(atlas, "clusters", None)
+    return None if labels is None else np.asarray(labels, dtype=np.int64).reshape(-1)
 
 
 def findings(atlas: Any) -> list[Finding]:
@@ -163,7 +179,7 @@ def findings(atlas: Any) -> list[Finding]:
     surface, decoder = atlas.surface, is_decoder_atlas(atlas)
     n_layers, n_heads = len(surface.layers), len(surface.heads)
     out = [_specials_finding(surface, n_layers, decoder), _sep_finding(surface, decoder), _positional_finding(surface),
-           _broad_finding(surface), _layers_finding(atlas.distances.distance, n_layers, n_heads)]
+           _broad_finding(surface), _layers_finding(atlas.distances.distance, n_layers, n_heads, _clusters(atlas))]
     if atlas.gradients is None:
         out.append(Finding("gradients of attention to [SEP]", "from layer 5 on, the gradient of the masked-LM loss "
                            "for attention to [SEP] becomes very small (a no-op)", atlas.gradients_note or "not computed",

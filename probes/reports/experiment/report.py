@@ -25,8 +25,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from probes.compare.spread import STRUCTURE_SILHOUETTE
+from probes.compare.tests import TWIN_KINDS, twin_labels, verdict_of
 from probes.compare.types import TABLES, Comparison
 from probes.heads.naming import head_name
+from probes.reports.experiment import lab as lab_section
 from probes.reports.experiment.text import (
     ANSWER_RULES,
     INDEXING_NOTE,
@@ -38,7 +41,7 @@ from probes.reports.experiment.text import (
     limits,
 )
 from probes.reports.escape import md_heading, md_label, md_no_html, md_text
-from probes.reports.tables import markdown_table, write_csv
+from probes.reports.tables import flat_row, markdown_table, write_csv
 from probes.reports.writer import OutputFolder, check_figure_format
 from probes.run_record import RunRecord
 
@@ -49,7 +52,7 @@ log = logging.getLogger("probes")
 
 #: Stems of the figure files this module writes (``best_heads_<data>`` has one per dataset).
 FIGURE_STEMS = ("best_heads", "head_kinds", "q1_spread", "q2_specialisation", "q3_redundancy", "q4_consistency",
-                "pruning", "q5_layers")
+                "pruning", "q5_layers", "lab")
 
 
 @dataclass(frozen=True)
@@ -121,9 +124,12 @@ def _layer(row: Any) -> tuple[str, Any]:
 
 
 def _kind(models: Mapping[str, Mapping[str, Any]]) -> Callable[[Any], tuple[str, Any]]:
-    """The row's model kind (trained, random-init)."""
+    """The row's model kind (trained, random-init; a twin that is not a default one says which kind)."""
+    labels = {m: label for m, label in twin_labels(models).items() if label != TWIN_KINDS["default"]}
+
     def cell(row: Any) -> tuple[str, Any]:
         kind = str(models.get(row.model, {}).get("kind", "-"))
+        kind += f" ({labels[row.model]})" if row.model in labels else ""
         return kind, kind
     return cell
 
@@ -152,28 +158,41 @@ def _columns(table: str, comparison: Comparison) -> list[Column]:
                    ("mean JS per row [95% CI]", _num("value", "value", "low", "high")),
                    ("sd of pairs", _num("value", "sd")),
                    ("clusters [95% CI]", _num("count", "n_clusters", "n_clusters_low", "n_clusters_high")),
-                   ("silhouette", _num("value", "silhouette")), ("sentences", _num("count", "n_items")),
+                   ("silhouette", _num("value", "silhouette")),
+                   (f"structure (silhouette >= {STRUCTURE_SILHOUETTE:g})", _text("structure")),
+                   ("sentences", _num("count", "n_items")),
                    ("draws", _num("count", "n_resamples"))],
         "specialisation": [("model", _text("model")), ("kind", kind), ("data", _text("data")),
                            ("specialised [95% CI]", _num("fraction", "fraction", "low", "high")),
                            ("heads", _share("n_specialised")), ("tests", _num("count", "n_tests")),
                            ("per relation", _mapping("per_relation", "count"))],
         "redundancy": [("model", _text("model")), ("kind", kind), ("data", _text("data")),
-                       ("objective", _text("objective")), ("tolerance", _num("fraction", "tolerance")),
+                       ("objective", _text("objective")),
+                       ("tolerance (of the loss range)", _num("fraction", "tolerance")),
                        ("importance order", lambda r: (fmt(r.removable.get("importance"), "fraction"),
                                                        r.removable.get("importance"))),
                        ("other orders", _mapping("removable", "fraction", skip=("importance",))),
                        ("random median [min, max]", _num("fraction", "random_median", "random_low", "random_high")),
+                       ("area: importance", lambda r: (fmt(r.area.get("importance")), r.area.get("importance"))),
+                       ("area: random median [min, max]",
+                        _num("value", "random_area_median", "random_area_low", "random_area_high")),
+                       ("random orders", _num("count", "n_random")),
                        ("rho with margin [95% CI]", _num("value", "rho_margin", "rho_margin_low", "rho_margin_high")),
                        ("rho with confidence [95% CI]",
                         _num("value", "rho_confidence", "rho_confidence_low", "rho_confidence_high"))],
         "consistency": [("model", _text("model")), ("kind", kind), ("first", _text("first")),
                         ("second", _text("second")), ("relations", _num("count", "n_relations")),
                         ("same head", _num("fraction", "same_head")),
-                        ("rho [95% CI]", _num("value", "rho", "low", "high"))],
+                        ("rho [95% CI]", _num("value", "rho", "low", "high")),
+                        ("corrected rho [95% CI]", _num("value", "rho_corrected", "corrected_low", "corrected_high")),
+                        ("reliability first, second",
+                         lambda r: (f"{fmt(r.reliability_first)}, {fmt(r.reliability_second)}", r.reliability_first)),
+                        ("capped", _num("count", "n_capped"))],
         "tests": [("question", lambda r: (r.question.upper(), r.question)), ("test", _text("name")),
+                  ("against", lambda r: (r.twins or "-", r.twins)),
                   ("method", _text("method")), ("difference [95% CI]", _test_value), ("p", _num("p", "p_value")),
-                  ("Holm p", _num("p", "p_adjusted")), ("significant", _text("significant"))],
+                  ("Holm p", _num("p", "p_adjusted")), ("significant", _text("significant")),
+                  ("verdict", lambda r: (verdict_of(r), verdict_of(r)))],
     }
     return columns[table]
 
@@ -220,16 +239,7 @@ def csv_rows(table: str, comparison: Comparison) -> list[dict[str, Any]]:
     (``head`` also as ``head_name``), dict fields flattened to ``field_key`` columns, tuples joined by ``;``."""
     out = []
     for row in getattr(comparison, table):
-        flat: dict[str, Any] = {}
-        for key, value in asdict(row).items():
-            if key in ("layer", "head"):
-                value = int(value) + 1
-            if isinstance(value, dict):
-                flat.update({f"{key}_{k}": v for k, v in value.items()})
-            elif isinstance(value, (tuple, list)):
-                flat[key] = ";".join(map(str, value))
-            else:
-                flat[key] = value
+        flat = flat_row(asdict(row))
         if table == "best_heads":
             flat["head_name"] = head_name(row.layer, row.head)
         out.append(flat)
@@ -280,7 +290,7 @@ def _draw(comparison: Comparison, record: RunRecord, folder: Path, suffix: str) 
     for stem, rows, caption, draw in jobs:
         if rows:
             out[stem] = (caption, draw(folder / f"{stem}.{suffix}", f"{name}: {caption}"))
-    return out
+    return {**out, **lab_section.draw_lab(c, folder, suffix, name)}
 
 
 def _data_label(spec: Any) -> str:
@@ -397,6 +407,7 @@ def report_blocks(comparison: Comparison, record: RunRecord | Mapping[str, Any],
         blocks += _answer_blocks(comparison, figures)
     blocks += [("h2", "What this evidence cannot tell"), ("list", limits(comparison, record))]
     blocks += _cross_blocks(comparison, figures, answered)
+    blocks += lab_section.lab_blocks(comparison, figures, Table)
     blocks += [("h2", "Units"), ("table", _units_table(record, out, run_dir or out))]
     missing = dict(comparison.missing)
     for table in TABLES:
@@ -546,6 +557,7 @@ def write_experiment_report(comparison: Comparison, record: RunRecord | Mapping[
         rows = csv_rows(table, comparison)
         if rows:
             paths[f"tables/{table}.csv"] = write_csv(rows, out / "tables" / f"{table}.csv")
+    paths.update(lab_section.write_lab_csv(comparison, out))
     experiment = record.detail("experiment") or {}
     title = str(experiment.get("title") or f"Experiment {_name(record)}")
     blocks = report_blocks(comparison, record, figures, out, Path(run_dir) if run_dir is not None else None)

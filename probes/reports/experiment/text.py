@@ -6,7 +6,9 @@ accuracies, distances and rho with 3 decimals, fractions as percentages with 0 d
 ``[low, high]``, p-values as ``<0.001`` or 3 decimals, NaN as ``n/a``.
 
 Each answer is decided from the Comparison's numbers by the rule written next to it (:data:`ANSWER_RULES`):
-a verdict from the report's Holm-corrected tests of that question, then the numbers behind it. Layers and
+a verdict from the report's Holm-corrected tests of that question (each test ``yes``, ``no`` or
+``inconclusive``: :func:`probes.compare.tests.verdict_of`), given against each kind of random-init twin
+separately (default twins, sharpness-matched twins: ``Test.twins``), then the numbers behind it. Layers and
 heads are 0-based in the Comparison and 1-based (``layer-head``) in every sentence here.
 """
 
@@ -16,12 +18,16 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from probes.compare.consistency import NESTED_RULE, RELIABILITY_RULE
 from probes.compare.inputs import depth
+from probes.compare.spread import STRUCTURE_RULE, structure_text
+from probes.compare.tests import VERDICT_RULE, verdict_of
 from probes.compare.types import Comparison, LayerProfile, Test
+from probes.importance.pruning import AREA_RULE, TOLERANCE_RULES
 from probes.errors import ConfigError
 from probes.heads.naming import INDEXING_NOTE
 
-__all__ = ["fmt", "QUESTIONS", "ANSWER_RULES", "TEST_KINDS", "answers", "verdict", "footer", "limits",
+__all__ = ["fmt", "QUESTIONS", "ANSWER_RULES", "TEST_KINDS", "answers", "verdict", "twin_groups", "footer", "limits",
            "trained_models", "random_models", "INDEXING_NOTE", "ALPHA"]
 
 #: Significance level of every verdict, on Holm-corrected p-values.
@@ -36,24 +42,26 @@ QUESTIONS: dict[str, str] = {
     "q5": "Where in depth do the attention patterns and head roles sit?",
 }
 
-_VERDICT_RULE = (f"verdict from the report's tests of this question (trained minus random-init, Holm over every "
-                 f"test of the report): 'yes' when all are significant at {ALPHA} with a positive difference, "
-                 "'reverse' when all are significant with a negative one, 'no' when none is significant, 'mixed' "
-                 "otherwise, 'untested' without tests")
+_VERDICT_RULE = ("verdict from the report's tests of this question (trained minus random-init, Holm over every "
+                 "test of the report), given against each kind of random-init twin separately (default twins, "
+                 f"sharpness-matched twins); {VERDICT_RULE}; over a kind's tests: 'yes', 'no' or 'inconclusive' when "
+                 "all say so, 'mixed' otherwise, 'untested' without tests")
 
 #: How each answer is decided from the Comparison (printed under the answer).
 ANSWER_RULES: dict[str, str] = {
     "q1": "statistic: mean Jensen-Shannon divergence per query row over all pairs of distinct heads, interval "
-          "over sentences; " + _VERDICT_RULE,
+          f"over sentences; clusters: best silhouette of Ward cuts, {STRUCTURE_RULE}; " + _VERDICT_RULE,
     "q2": "a head is specialised when its best relation (chosen on the selection data) beats that relation's best "
           "baseline on the report data, Holm over the model's heads; fraction = specialised / all heads, interval "
           "over report sentences; " + _VERDICT_RULE,
-    "q3": "removable = largest fraction of heads pruned in importance order with the objective within the "
-          "tolerance; set against the random orders' median and range; 'specialised heads go last' when the "
-          "interval of Spearman's rho between importance and specialisation margin lies above 0; " + _VERDICT_RULE,
+    "q3": f"removable (tolerance tau) = largest fraction of heads pruned in importance order with the loss "
+          f"{TOLERANCE_RULES['range']}; {AREA_RULE}; both set against the random orders' median and range; "
+          "'specialised heads go last' when the interval of Spearman's rho between importance and specialisation "
+          "margin lies above 0; descriptive, no test",
     "q4": "rho = mean over relations of Spearman's rho between all heads' accuracies on the two sides, interval "
-          "over relations; same head = share of relations whose best head is the same on both sides; "
-          + _VERDICT_RULE,
+          f"over relations ({NESTED_RULE}); corrected rho = the same mean of each relation's rho corrected for "
+          f"reliability ({RELIABILITY_RULE}); same head = share of relations whose best head is the same on both "
+          "sides; the tests use the raw rho; " + _VERDICT_RULE,
     "q5": "per model, the layer where each role's (and the most common pattern's) share of heads peaks (first "
           "such layer), as 1-based layer and relative depth layer / (L - 1); descriptive, no test",
 }
@@ -113,44 +121,69 @@ def _groups(rows: Iterable[Any], key: str = "data") -> dict[str, list[Any]]:
 
 
 def verdict(tests: Sequence[Test]) -> str:
-    """``yes``, ``reverse``, ``no``, ``mixed`` or ``untested`` (see :data:`ANSWER_RULES`)."""
+    """``yes``, ``no``, ``inconclusive`` (every test says so: :func:`~probes.compare.tests.verdict_of`), ``mixed``
+    or ``untested`` (see :data:`ANSWER_RULES`)."""
     if not tests:
         return "untested"
-    up = sum(t.significant and t.value > 0 for t in tests)
-    down = sum(t.significant and t.value < 0 for t in tests)
-    if up == len(tests):
-        return "yes"
-    if down == len(tests):
-        return "reverse"
-    return "no" if up + down == 0 else "mixed"
+    said = {verdict_of(t) for t in tests}
+    return said.pop() if len(said) == 1 else "mixed"
 
 
-def _tests_clause(comparison: Comparison, question: str) -> str:
-    """The tests of ``question``: each difference with its interval and Holm p, and how many are significant."""
-    tests = [t for t in comparison.tests if t.question == question]
+def twin_groups(comparison: Comparison, question: str) -> dict[str, list[Test]]:
+    """The tests of ``question`` by the kind of random-init twin they compare with (``Test.twins``), in order of
+    first appearance (``""``: tests that name no kind)."""
+    out: dict[str, list[Test]] = {}
+    for t in comparison.tests:
+        if t.question == question:
+            out.setdefault(t.twins, []).append(t)
+    return out
+
+
+def _tests_clause(comparison: Comparison, question: str, tests: Sequence[Test] | None = None) -> str:
+    """The tests of ``question`` (or ``tests``): each difference with its interval, Holm p and verdict, and how
+    many are significant."""
+    tests = [t for t in comparison.tests if t.question == question] if tests is None else list(tests)
     if not tests:
         return "no test against a random-init model"
     kind = TEST_KINDS.get(question, "value")
-    each = "; ".join(f"{t.name} {fmt(t.value, kind, t.low, t.high)}, Holm p {fmt(t.p_adjusted, 'p')}" for t in tests)
+    each = "; ".join(f"{t.name} {fmt(t.value, kind, t.low, t.high)}, Holm p {fmt(t.p_adjusted, 'p')} "
+                     f"({verdict_of(t)})" for t in tests)
     n_sig = sum(t.significant for t in tests)
     return (f"trained minus random-init: {each} ({n_sig} of {len(tests)} significant at {ALPHA} after Holm over "
             f"all {len(comparison.tests)} tests of the report)")
 
 
+def _verdict_sentence(comparison: Comparison, question: str, numbers: str) -> str:
+    """The answer: with one kind of twin (or none), ``Opening (against KIND): numbers; tests.``; with several,
+    ``Numbers. Against KIND: opening; tests. Against KIND2: ...`` (one verdict per kind)."""
+    groups = twin_groups(comparison, question)
+    if len(groups) <= 1:
+        label, tests = next(iter(groups.items()), ("", []))
+        against = f" (against {label})" if label else ""
+        return (f"{_OPENINGS[question][verdict(tests)]}{against}: {numbers}; "
+                f"{_tests_clause(comparison, question, tests)}.")
+    parts = [f"Against {label or 'random-init models'}: {_OPENINGS[question][verdict(tests)]}; "
+             f"{_tests_clause(comparison, question, tests)}." for label, tests in groups.items()]
+    return " ".join([f"{numbers[:1].upper()}{numbers[1:]}.", *parts])
+
+
 _OPENINGS = {
     "q1": {"yes": "Yes, heads differ more in the trained models than at random initialisation",
-           "reverse": "No, heads differ less in the trained models than at random initialisation",
-           "no": "Not shown: the trained and random-init models' heads do not differ significantly in spread",
+           "no": "No, heads differ less in the trained models than at random initialisation",
+           "inconclusive": "Inconclusive: the difference in spread between trained and random-init models is not "
+                           "told apart from 0",
            "mixed": "Partly: only some trained/random-init pairs differ significantly in spread",
            "untested": "Untested against random initialisation"},
     "q2": {"yes": "More heads are specialised in the trained models than at random initialisation",
-           "reverse": "Fewer heads are specialised in the trained models than at random initialisation",
-           "no": "The specialised fractions of trained and random-init models do not differ significantly",
+           "no": "Fewer heads are specialised in the trained models than at random initialisation",
+           "inconclusive": "Inconclusive: the specialised fractions of trained and random-init models are not told "
+                           "apart",
            "mixed": "The specialised fractions differ significantly for only some trained/random-init pairs",
            "untested": "Untested against random initialisation"},
     "q4": {"yes": "The trained models choose the same heads more consistently than random-init ones",
-           "reverse": "The random-init models choose their heads more consistently than the trained ones",
-           "no": "Head choice is not significantly more consistent in trained than in random-init models",
+           "no": "The random-init models choose their heads more consistently than the trained ones",
+           "inconclusive": "Inconclusive: head choice in trained and random-init models is not told apart in "
+                           "consistency",
            "mixed": "Head choice is significantly more consistent for only some trained/random-init pairs",
            "untested": "Untested against random initialisation"},
 }
@@ -165,11 +198,10 @@ def answer_q1(comparison: Comparison) -> str:
     """Q1 in one sentence: the spread per model and data with intervals, and the trained-vs-random tests."""
     if not comparison.spread:
         return _missing(comparison, "spread")
-    per_data = "; ".join(f"on {data}, " + ", ".join(f"{r.model} {fmt(r.value, 'value', r.low, r.high)}" for r in rows)
-                         for data, rows in _groups(comparison.spread).items())
-    opening = _OPENINGS["q1"][verdict([t for t in comparison.tests if t.question == "q1"])]
-    return (f"{opening}: mean JS divergence per query row between distinct heads {per_data}; "
-            f"{_tests_clause(comparison, 'q1')}.")
+    per_data = "; ".join(f"on {data}, " + ", ".join(
+        f"{r.model} {fmt(r.value, 'value', r.low, r.high)} ({structure_text(r.n_clusters, r.silhouette)})"
+        for r in rows) for data, rows in _groups(comparison.spread).items())
+    return _verdict_sentence(comparison, "q1", f"mean JS divergence per query row between distinct heads {per_data}")
 
 
 def answer_q2(comparison: Comparison) -> str:
@@ -182,8 +214,7 @@ def answer_q2(comparison: Comparison) -> str:
         parts.append(f"on {data} ({side}), " + ", ".join(
             f"{r.model} {fmt(r.fraction, 'fraction', r.low, r.high)} ({fmt(r.n_specialised, 'count')} of "
             f"{fmt(r.n_heads, 'count')} heads)" for r in rows))
-    opening = _OPENINGS["q2"][verdict([t for t in comparison.tests if t.question == "q2"])]
-    return f"{opening}: specialised heads {'; '.join(parts)}; {_tests_clause(comparison, 'q2')}."
+    return _verdict_sentence(comparison, "q2", f"specialised heads {'; '.join(parts)}")
 
 
 def _goes_last(rows: Sequence[Any]) -> str:
@@ -204,10 +235,12 @@ def answer_q3(comparison: Comparison) -> str:
         return _missing(comparison, "redundancy")
     parts = []
     for r in comparison.redundancy:
-        parts.append(f"{r.model} on {r.data} ({r.objective}, tolerance {fmt(r.tolerance, 'fraction')}): "
-                     f"{fmt(r.removable.get('importance'), 'fraction')} removable by importance against "
-                     f"{fmt(r.random_median, 'fraction')} [{fmt(r.random_low, 'fraction')}, "
-                     f"{fmt(r.random_high, 'fraction')}] for random orders, rho with margin "
+        parts.append(f"{r.model} on {r.data} ({r.objective}, tolerance {fmt(r.tolerance, 'fraction')}"
+                     f"{_range_text(r)}): {fmt(r.removable.get('importance'), 'fraction')} removable by importance "
+                     f"against {fmt(r.random_median, 'fraction')} [{fmt(r.random_low, 'fraction')}, "
+                     f"{fmt(r.random_high, 'fraction')}] for {_random_orders(r)}, area "
+                     f"{fmt(r.area.get('importance'))} against {fmt(r.random_area_median)} "
+                     f"[{fmt(r.random_area_low)}, {fmt(r.random_area_high)}], rho with margin "
                      f"{fmt(r.rho_margin, 'value', r.rho_margin_low, r.rho_margin_high)}, with confidence "
                      f"{fmt(r.rho_confidence, 'value', r.rho_confidence_low, r.rho_confidence_high)}")
     trained = set(trained_models(comparison))
@@ -215,15 +248,42 @@ def answer_q3(comparison: Comparison) -> str:
     return f"In the trained models {last}: {'; '.join(parts)}; {_tests_clause(comparison, 'q3')}."
 
 
+def _range_text(row: Any) -> str:
+    """`` of the loss range full 1.746 to every head ablated 2.208`` for the relative rule (empty otherwise)."""
+    if getattr(row, "rule", "range") != "range":
+        return " of the unpruned loss"
+    if math.isnan(float(getattr(row, "full_loss", math.nan))):
+        return " of the loss range from the full model to every head ablated"
+    return (f" of the loss range from the full model {fmt(row.full_loss)} to every head ablated "
+            f"{fmt(row.ablated_loss)}")
+
+
+def _random_orders(row: Any) -> str:
+    """``20 random orders`` (or ``random orders`` when the row does not say how many)."""
+    n = int(getattr(row, "n_random", 0) or 0)
+    return f"{n} random orders" if n else "random orders"
+
+
 def answer_q4(comparison: Comparison) -> str:
     """Q4 in one sentence: rho between the two sides per model with intervals, same-head share, and the tests."""
     if not comparison.consistency:
         return _missing(comparison, "consistency")
-    parts = [f"{r.model} {r.first} vs {r.second}: rho {fmt(r.rho, 'value', r.low, r.high)}, same best head for "
-             f"{fmt(r.same_head, 'fraction')} of {fmt(r.n_relations, 'count')} relations"
+    parts = [f"{r.model} {r.first} vs {r.second}: rho {fmt(r.rho, 'value', r.low, r.high)}{_corrected(r)}, same "
+             f"best head for {fmt(r.same_head, 'fraction')} of {fmt(r.n_relations, 'count')} relations"
              for r in comparison.consistency]
-    opening = _OPENINGS["q4"][verdict([t for t in comparison.tests if t.question == "q4"])]
-    return f"{opening}: {'; '.join(parts)}; {_tests_clause(comparison, 'q4')}."
+    return _verdict_sentence(comparison, "q4", "; ".join(parts))
+
+
+def _corrected(row: Any) -> str:
+    """`` (corrected for reliability 0.912 [0.850, 0.970], reliabilities 0.710 and 0.680)``, with the number of
+    relations whose corrected rho was capped at ±1 when there are any."""
+    value = float(getattr(row, "rho_corrected", math.nan))
+    if math.isnan(value):
+        return " (not corrected for reliability: no per-sentence counts or no positive reliability)"
+    capped = int(getattr(row, "n_capped", 0))
+    flag = f"; {capped} of {row.n_corrected} relations' corrected rho capped at ±1" if capped else ""
+    return (f" (corrected for reliability {fmt(value, 'value', row.corrected_low, row.corrected_high)}, "
+            f"reliabilities {fmt(row.reliability_first)} and {fmt(row.reliability_second)}{flag})")
 
 
 def _peak(rows: Sequence[LayerProfile], values: Sequence[float], label: str) -> str:
@@ -275,7 +335,7 @@ _INTERVALS = {
     "specialisation": "95% percentile bootstrap over report sentences, the test redone on every draw",
     "redundancy": "random orders as median [min, max] over the random orders; rho intervals are 95% percentile "
                   "bootstrap over heads",
-    "consistency": "95% percentile bootstrap over relations",
+    "consistency": "95% percentile bootstrap over relations (raw and corrected rho, the same draws)",
     "layers": "shares of each layer's heads, no intervals",
     "tests": "differences with 95% percentile bootstrap intervals; p by each row's method",
 }
@@ -294,7 +354,8 @@ def _interval_text(table: str, rows: Sequence[Any]) -> str:
     """How the table's intervals were made."""
     if table == "spread" and rows:
         draws = ", ".join(dict.fromkeys(f"{r.n_resamples} draws of {r.n_items} sentences" for r in rows))
-        return f"95% percentile bootstrap over sentences ({draws}); clusters: best silhouette of Ward cuts"
+        return (f"95% percentile bootstrap over sentences ({draws}); clusters: best silhouette of Ward cuts, "
+                f"{STRUCTURE_RULE}")
     return _INTERVALS.get(table, "")
 
 

@@ -151,8 +151,8 @@ def pruning_summary(curves: Any, *, model: str, record: RunRecord | None = None)
              f"(orders chosen on {curves.selection}); heads removable before the loss grows by more than {rule}:"]
     for name in curves.curves:
         if not name.startswith("random:"):
-            lines.append(f"  {name}: {curves.removable(name):.0%}")
-    randoms = [curves.removable(n) for n in curves.curves if n.startswith("random:")]
+            lines.append(f"  {name}: {curves.removable(name, rule='base'):.0%}")
+    randoms = [curves.removable(n, rule="base") for n in curves.curves if n.startswith("random:")]
     if randoms:
         lines.append(f"  random orders ({len(randoms)}): {min(randoms):.0%} to {max(randoms):.0%}")
     return "\n".join(lines + _input_lines(record)) + "\n"

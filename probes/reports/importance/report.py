@@ -204,7 +204,7 @@ def _removable_rows(result: PruningResult) -> list[dict[str, str]]:
     for name in result.curves:
         row = {"curve": name}
         for metric in result.metrics:
-            fraction = result.removable(name, metric, TOLERANCE)
+            fraction = result.removable(name, metric, TOLERANCE, rule="base")
             hit = np.flatnonzero(np.isclose(np.asarray(result.fractions, float), fraction))
             heads = f" ({int(result.n_pruned[hit[0]])} heads)" if hit.size else ""
             row[f"removable ({metric})"] = number(fraction) + heads

@@ -1,0 +1,278 @@
+"""The training lab's section of the experiment report: ``## Training lab`` with one answer per lab question
+(a)-(d) (a sentence with its numbers, the rule it follows, what the evidence cannot tell), its figures and tables,
+and ``tables/lab_*.csv``.
+
+Everything comes from ``comparison.lab`` (:class:`~probes.compare.lab_types.LabTables`); numbers go through
+:func:`probes.reports.experiment.text.fmt`, except distances between heads, printed with 3 significant digits
+(:func:`sig`: the saddle's distances start near 1e-6, which 3 decimals would print as 0); layers and heads are 1-based in everything printed here (0-based in
+the tables' fields) and every table's footer says so, with where heads were selected, how its intervals were made
+and how many tests it holds. The blocks use the report's own block kinds and :class:`Table` type (passed in by
+:mod:`probes.reports.experiment.report`, which imports this module).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from probes.compare.lab_types import LAB_TABLES, NOT_WITHIN, LabTables
+from probes.heads.naming import INDEXING_NOTE
+from probes.reports.experiment.text import fmt
+
+__all__ = ["lab_blocks", "draw_lab", "write_lab_csv", "lab_answers", "lab_table", "sig", "LAB_QUESTIONS", "LAB_LIMITS"]
+
+#: The lab's questions, as the report asks them.
+LAB_QUESTIONS: dict[str, str] = {
+    "a": "Does random initialisation make heads differ?",
+    "b": "Ensemble or division of labour?",
+    "c": "Capacity: what do 1, 2, 4 and 8 heads at a fixed hidden size give?",
+    "d": "When do roles form?",
+}
+#: What each answer's evidence cannot tell.
+LAB_LIMITS: dict[str, str] = {
+    "a": ("exactly 0 is measured at the saved checkpoints only, for this optimiser (AdamW) and these dropouts; a "
+          "few seeds of one small architecture on one corpus; the growth rate is a least-squares slope over the few "
+          "log-spaced checkpoints of the rise, not a measured eigenvalue of the saddle"),
+    "b": ("one distance (word-level attention maps) on one held-out sample; D_within has no interval over "
+          "sentences (the match units keep within-model sums in total); intervals over seeds are ranges of a few "
+          "values; an 'ensemble' verdict rests on overlapping intervals, which wider samples could separate"),
+    "c": ("more heads at a fixed hidden size means smaller heads (head size = hidden / heads), so heads and head "
+          "size change together; one training length; head counts are from one held-out half of the atlas data"),
+    "d": ("checkpoints are log-spaced, so a first step is only known to lie after the checkpoint before it; "
+          "role counts at a checkpoint come from an atlas on that checkpoint, so roles are looked for only where "
+          "checkpoint models were exposed"),
+}
+_INTERVALS = {
+    "final_loss": "range over seeds (min to max), not a confidence interval",
+    "verdicts": "none (largest distance over every checkpoint, layer, pair of heads and seed)",
+    "growth": "range over seeds of the per-seed slopes",
+    "symmetry": "range over seeds (min to max)",
+    "division": ("D_match and D_null: the widest of the seed pairs' 95% percentile bootstrap intervals over "
+                 "sentences (over label permutations for the shuffle null) and the pairs' range; D_within and the "
+                 "identity share: range over seeds / pairs"),
+    "capacity": "range over seeds (min to max)",
+    "formation": "none (first checkpoint step)",
+}
+_TESTS = {
+    "capacity": ("the specialised counts come from each model's head tests (paired test against the best baseline, "
+                 "Holm over the model's heads, alpha 0.05), not part of the report's family"),
+    "formation": "the relation steps come from each checkpoint model's head tests (Holm within the model)",
+    "division": "none (interval comparisons, no p-values)",
+}
+
+
+def sig(value: Any, low: Any = None, high: Any = None) -> str:
+    """A distance with 3 significant digits (``n/a`` for NaN or None), with `` [low, high]`` when given."""
+    def one(v: Any) -> str:
+        return "n/a" if v is None or not math.isfinite(float(v)) else f"{float(v):.3g}"
+    return one(value) if low is None and high is None else f"{one(value)} [{one(low)}, {one(high)}]"
+
+
+def _sig(value: Any, low: Any = None, high: Any = None) -> tuple[str, Any]:
+    return sig(value, low, high), value
+
+
+def _cell(kind: str, value: Any, low: Any = None, high: Any = None) -> tuple[str, Any]:
+    return fmt(value, kind, low, high), value
+
+
+def _step(value: int, last: int | None = None) -> tuple[str, Any]:
+    if value == NOT_WITHIN:
+        return (f"not within {last} steps" if last is not None else "not within the steps looked at"), None
+    return str(value), value
+
+
+def _columns(table: str) -> list[tuple[str, Callable[[Any], tuple[str, Any]]]]:
+    """The printed columns of one lab table (layers 1-based)."""
+    text: Callable[[str], Callable[[Any], tuple[str, Any]]] = lambda name: (lambda r: (str(getattr(r, name)),
+                                                                                       str(getattr(r, name))))
+    layer = ("layer (1-based)", lambda r: (str(r.layer + 1), r.layer + 1))
+    columns: dict[str, list[tuple[str, Callable[[Any], tuple[str, Any]]]]] = {
+        "final_loss": [("cell", text("cell")), ("heads", lambda r: _cell("count", r.heads)), ("init", text("init")),
+                       ("attention dropout", lambda r: _cell("value", r.attention_dropout)),
+                       ("seeds", lambda r: _cell("count", r.n_seeds)), ("last step", lambda r: _cell("count", r.last_step)),
+                       ("held-out loss [range]", lambda r: _cell("value", r.loss, r.low, r.high)),
+                       ("unigram", lambda r: _cell("value", r.unigram))],
+        "verdicts": [("cell", text("cell")), ("attention dropout", lambda r: _cell("value", r.attention_dropout)),
+                     ("seeds", lambda r: _cell("count", r.n_seeds)),
+                     ("checkpoints", lambda r: _cell("count", r.n_checkpoints)),
+                     ("max parameter distance", lambda r: (f"{r.max_param:.3g}", r.max_param)),
+                     ("max attention distance", lambda r: (f"{r.max_attention:.3g}", r.max_attention)),
+                     ("stays identical (measured)", lambda r: ("yes" if r.stays_identical else "no", r.stays_identical)),
+                     ("predicted", lambda r: ("yes" if r.expected else "no", r.expected)), ("reason", text("reason"))],
+        "growth": [("cell", text("cell")), layer, ("seeds", lambda r: _cell("count", r.n_seeds)),
+                   ("rate per step [range]", lambda r: (f"{r.rate:.4g} [{r.low:.4g}, {r.high:.4g}]", r.rate)),
+                   ("doubling (steps)", lambda r: _cell("seconds", r.doubling)), ("min R²", lambda r: _cell("value", r.r2)),
+                   ("window per seed", lambda r: (", ".join(f"seed {k}: {v}" for k, v in r.windows.items()), ""))],
+        "symmetry": [("cell", text("cell")), layer, ("step", lambda r: _cell("count", r.step)),
+                     ("attention [range]", lambda r: _sig(r.attention, r.attention_low, r.attention_high)),
+                     ("parameters [range]", lambda r: _sig(r.param, r.param_low, r.param_high))],
+        "division": [("cell", text("cell")), ("heads", lambda r: _cell("count", r.heads)),
+                     ("seed pairs", lambda r: _cell("count", r.n_pairs)),
+                     ("D_within [seeds]", lambda r: _sig(r.d_within, r.d_within_low, r.d_within_high)),
+                     ("D_self", lambda r: _sig(r.d_self)),
+                     ("D_match [sentences]", lambda r: _sig(r.d_match, r.d_match_low, r.d_match_high)),
+                     ("D_null [sentences]", lambda r: _sig(r.d_null, r.d_null_low, r.d_null_high)),
+                     ("identity share [pairs]", lambda r: _cell("fraction", r.identity_share, r.identity_low,
+                                                                r.identity_high)),
+                     ("chance", lambda r: _cell("fraction", r.chance)),
+                     ("profile D_match / D_self", lambda r: (f"{sig(r.profile_d_match)} / {sig(r.profile_d_self)}",
+                                                             r.profile_d_match)),
+                     ("verdict", text("verdict")), ("why", text("why"))],
+        "capacity": [("heads per layer", lambda r: _cell("count", r.heads)), ("cell", text("cell")),
+                     ("seeds", lambda r: _cell("count", r.n_seeds)),
+                     ("held-out loss [range]", lambda r: _cell("value", r.loss, r.loss_low, r.loss_high)),
+                     ("all heads", lambda r: _cell("count", r.n_heads)),
+                     ("carry a relation [range]", lambda r: _cell("count", r.specialised, r.specialised_low,
+                                                                  r.specialised_high)),
+                     ("positional [range]", lambda r: _cell("count", r.positional, r.positional_low, r.positional_high)),
+                     ("previous/next token [range]", lambda r: _cell("count", r.prev_next, r.prev_next_low,
+                                                                     r.prev_next_high))],
+        "formation": [("cell", text("cell")), ("seed", lambda r: _cell("count", r.seed)),
+                      ("heads apart at step", lambda r: _step(r.apart_step, r.last_step)),
+                      ("in layer (1-based)", lambda r: ("-" if r.apart_layer == NOT_WITHIN else str(r.apart_layer + 1),
+                                                        r.apart_layer + 1)),
+                      ("first previous/next-token head", lambda r: _step(r.positional_step, r.last_step)),
+                      ("first relation head", lambda r: _step(r.relation_step, r.last_step)),
+                      ("atlas steps", lambda r: (", ".join(map(str, r.steps_checked)) or "-", len(r.steps_checked)))],
+    }
+    return columns[table]
+
+
+def _footer(table: str, lab: LabTables) -> str:
+    """Where heads were selected, how intervals were made, how many tests; the indexing."""
+    where = {"capacity": "heads' relations chosen on the selection half of the atlas data and tested on the other "
+                         "half", "formation": "as in the capacity table, at each checkpoint model",
+             "division": "heads matched one-to-one within layers, on the same held-out sentences for every distance"}
+    parts = [where.get(table, "no heads selected (every head of every layer)"), f"intervals: {_INTERVALS[table]}",
+             f"tests: {_TESTS.get(table, 'none')}", f"rule: {lab.rules.get(table, '-')}", INDEXING_NOTE]
+    return "; ".join(p for p in parts if p) + "."
+
+
+def lab_table(table: str, lab: LabTables, table_type: type) -> Any:
+    """One lab table as the report's :class:`Table` (``table_type``)."""
+    columns = _columns(table)
+    rows = list(getattr(lab, table))
+    pairs = [[fn(row) for _, fn in columns] for row in rows]
+    empty = "" if rows else lab.missing.get(table, "no rows were computed (no reason recorded)")
+    return table_type(f"lab_{table}", LAB_TABLES[table], tuple(h for h, _ in columns),
+                      tuple(tuple(t for t, _ in p) for p in pairs), tuple(tuple(s for _, s in p) for p in pairs),
+                      _footer(table, lab) if rows else "", empty)
+
+
+def _answer_a(lab: LabTables) -> str:
+    parts = []
+    for v in lab.verdicts:
+        parts.append(f"in {v.cell} (attention dropout {fmt(v.attention_dropout)}) identical heads "
+                     f"{'stay identical' if v.stays_identical else 'come apart'} (largest distance: parameters "
+                     f"{v.max_param:.3g}, attention {v.max_attention:.3g}, over {v.n_checkpoints} checkpoints x "
+                     f"{v.n_seeds} seeds; {'as' if v.stays_identical == v.expected else 'against what'} the reason "
+                     "predicts)")
+    for g in lab.growth:
+        parts.append(f"in {g.cell} layer {g.layer + 1} the attention distance grows {g.rate:.3g} per step in log "
+                     f"(range {g.low:.3g} to {g.high:.3g}; doubling every {fmt(g.doubling, 'seconds')} steps)")
+    return ("(a) " + "; ".join(parts) + ".") if parts else "(a) Not answered: " + \
+        lab.missing.get("verdicts", "no identical or identical+noise cell") + "."
+
+
+def _answer_b(lab: LabTables) -> str:
+    if not lab.division:
+        return "(b) Not answered: " + lab.missing.get("division", "no match units") + "."
+    return "(b) " + "; ".join(f"{d.cell}: {d.verdict} (D_within {sig(d.d_within)}, D_match "
+                              f"{sig(d.d_match, d.d_match_low, d.d_match_high)}, D_null "
+                              f"{sig(d.d_null, d.d_null_low, d.d_null_high)}, identity share "
+                              f"{fmt(d.identity_share, 'fraction')} against chance {fmt(d.chance, 'fraction')})"
+                              for d in lab.division) + "."
+
+
+def _answer_c(lab: LabTables) -> str:
+    if not lab.capacity:
+        return "(c) Not answered: " + lab.missing.get("capacity", "no capacity cells") + "."
+    return "(c) " + "; ".join(f"{c.heads} head{'s' if c.heads != 1 else ''}: held-out loss {fmt(c.loss)} "
+                              f"[{fmt(c.loss_low)}, {fmt(c.loss_high)}], {fmt(c.specialised, 'count')} of "
+                              f"{c.n_heads} heads carry a relation, {fmt(c.prev_next, 'count')} are previous/next-token "
+                              "heads" for c in lab.capacity) + " (means over seeds)."
+
+
+def _answer_d(lab: LabTables) -> str:
+    if not lab.formation:
+        return "(d) Not answered: " + lab.missing.get("formation", "no checkpoints") + "."
+    by_cell: dict[str, list[Any]] = {}
+    for row in lab.formation:
+        by_cell.setdefault(row.cell, []).append(row)
+
+    def steps(rows: Sequence[Any], name: str) -> str:
+        return "/".join(_step(getattr(r, name), r.last_step)[0] for r in rows)
+
+    return "(d) " + "; ".join(f"{cell} (seeds {'/'.join(str(r.seed) for r in rows)}): heads apart at step "
+                              f"{steps(rows, 'apart_step')}, first previous/next-token head at "
+                              f"{steps(rows, 'positional_step')}, first relation head at {steps(rows, 'relation_step')}"
+                              for cell, rows in by_cell.items()) + "."
+
+
+def lab_answers(lab: LabTables) -> dict[str, str]:
+    """One sentence per lab question, with its numbers (layers 1-based)."""
+    return {"a": _answer_a(lab), "b": _answer_b(lab), "c": _answer_c(lab), "d": _answer_d(lab)}
+
+
+_PARTS = {"a": (("final_loss", "verdicts", "growth", "symmetry"), ("lab_symmetry", "lab_loss")),
+          "b": (("division",), ("lab_division",)), "c": (("capacity",), ("lab_capacity",)),
+          "d": (("formation",), ())}
+_RULE_OF = {"a": "verdicts", "b": "division", "c": "capacity", "d": "formation"}
+
+
+def lab_blocks(comparison: Any, figures: Mapping[str, tuple[str, Path]], table_type: type) -> list[tuple[str, Any]]:
+    """``## Training lab``: per question its sentence, rule, limits, figures and tables (nothing without a lab)."""
+    lab = getattr(comparison, "lab", None)
+    if lab is None:
+        return []
+    said = lab_answers(lab)
+    blocks: list[tuple[str, Any]] = [("h2", "Training lab"), (
+        "p", f"Models trained from scratch under controlled initialisation, cells of seeds. {INDEXING_NOTE}. "
+             f"Intervals over seeds are ranges: {lab.interval}.")]
+    for key, question in LAB_QUESTIONS.items():
+        tables, stems = _PARTS[key]
+        extra = f" Growth: {lab.rules.get('growth', '-')}." if key == "a" else ""
+        blocks += [("h3", f"({key}) {question}"), ("p", said[key]),
+                   ("p", f"Rule: {lab.rules.get(_RULE_OF[key], '-')}.{extra}"),
+                   ("p", f"What the evidence cannot tell: {LAB_LIMITS[key]}.")]
+        blocks += [("figure", figures[s]) for s in stems if s in figures]
+        blocks += [("table", lab_table(t, lab, table_type)) for t in tables]
+    return blocks
+
+
+def draw_lab(comparison: Any, folder: Path, suffix: str, name: str) -> dict[str, tuple[str, Path]]:
+    """The lab's figures as ``suffix`` files: ``stem -> (caption, path)`` (none without a lab)."""
+    from probes.reports.experiment import lab_figures as lf
+
+    lab = getattr(comparison, "lab", None)
+    if lab is None:
+        return {}
+    jobs = [("lab_symmetry", lab.symmetry, "Lab (a): mean distance between a layer's heads against the step, per "
+             "cell (log step; shaded: range over seeds; layers 1-based)", lf.write_lab_symmetry),
+            ("lab_loss", lab.final_loss, "Lab: held-out loss at the last step per cell", lf.write_lab_loss),
+            ("lab_capacity", lab.capacity, "Lab (c): held-out loss and heads with a role against heads per layer",
+             lf.write_lab_capacity),
+            ("lab_division", lab.division, "Lab (b): D_within, D_self, D_match and D_null per cell",
+             lf.write_lab_division)]
+    out = {}
+    for stem, rows, caption, draw in jobs:
+        if rows:
+            out[stem] = (caption, draw(rows, folder / f"{stem}.{suffix}", title=f"{name}: {caption}"))
+    return out
+
+
+def write_lab_csv(comparison: Any, out: Path) -> dict[str, Path]:
+    """``tables/lab_<table>.csv`` for every lab table with rows: every field, layers 1-based, dicts flattened."""
+    from probes.reports.tables import flat_row, write_csv
+
+    lab = getattr(comparison, "lab", None)
+    paths: dict[str, Path] = {}
+    for table in LAB_TABLES if lab is not None else ():
+        rows = [flat_row(asdict(row), ("layer", "apart_layer"), keep=NOT_WITHIN) for row in getattr(lab, table)]
+        if rows:
+            paths[f"tables/lab_{table}.csv"] = write_csv(rows, out / "tables" / f"lab_{table}.csv")
+    return paths
