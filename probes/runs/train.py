@@ -29,7 +29,7 @@ from probes.reports.writer import OutputFolder, check_out_dir, write_output
 from probes.run_record import RunRecord
 from probes.training.config import TrainConfig
 from probes.training.curves import TrainingCurves
-from probes.world import World, world_record
+from probes.world import World, launched_main, world_record
 
 if TYPE_CHECKING:  # pragma: no cover
     from probes.training.symmetry import HeadSymmetry
@@ -183,7 +183,8 @@ def train_model(config: TrainConfig, out: str | Path, *, progress: bool = True, 
     from probes.training.trainer import train
 
     out = Path(out)
-    check_out_dir(out, COMMAND, overwrite=overwrite)  # claimed before any work; a killed run's folder is reused
+    if launched_main():  # rank 0 alone claims and checks the folder: the others would race its first files
+        check_out_dir(out, COMMAND, overwrite=overwrite)  # claimed before any work; a killed run's folder is reused
     t0 = time.perf_counter()
     run = train(config, out, progress=progress)
     world = World.current()  # under torchrun: the Trainer's process group
