@@ -143,6 +143,9 @@ def compare(units: Sequence[Unit], models: Mapping[str, Mapping[str, Any]], *, s
     """
     _check(units, models, n_resamples, tolerance)
     found = _Found()
+    every, lab_models = units, models  # the lab's tables read its own models; every other table the [models] alone
+    models = {name: info for name, info in models.items() if not info.get("lab")}
+    units = [u for u in units if u.model not in lab_models or u.model in models]
     _per_model(units, found, seed_questions=seed_questions, n_resamples=n_resamples, seed=seed)
     best = best_heads(units)
     if not best:
@@ -162,4 +165,5 @@ def compare(units: Sequence[Unit], models: Mapping[str, Mapping[str, Any]], *, s
             c.row for rows in found.consistency.values() for c in rows),
         layers=tuple(found.layers), tests=tests, curves=tuple(r.curve for r in found.pruned),
         histograms=histograms(spreads), missing={table: "; ".join(reasons) for table, reasons in found.why.items()},
-        notes=notes(units, models), lab=lab_tables(units, models, n_resamples=n_resamples, seed=seed))
+        notes=notes(units, models, lab=len(lab_models) - len(models)),
+        lab=lab_tables(every, lab_models, n_resamples=n_resamples, seed=seed))

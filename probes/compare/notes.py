@@ -83,14 +83,17 @@ def _uniform_note(units: Sequence[Unit], models: Mapping[str, Mapping[str, Any]]
             "differently other initialisations (larger weights, other schemes) could make heads behave.")
 
 
-def notes(units: Sequence[Unit], models: Mapping[str, Mapping[str, Any]]) -> tuple[str, ...]:
-    """The notes of a comparison (see the module)."""
+def notes(units: Sequence[Unit], models: Mapping[str, Mapping[str, Any]], *, lab: int = 0) -> tuple[str, ...]:
+    """The notes of a comparison (see the module); ``lab``: how many lab models the lab's section holds besides."""
     sizes = _sizes(units)
     trained = [m for m, info in models.items() if info.get("kind") == "trained"]
     random = [m for m, info in models.items() if info.get("kind") == "random-init"]
     described = ", ".join(f"{m} ({sizes[m][0]} layers x {sizes[m][1]} heads)" if m in sizes else m for m in trained)
     out = [f"{len(trained)} trained model{'s' if len(trained) != 1 else ''}" + (f": {described}" if trained else "")
            + ". Whether the answers hold for other architectures, sizes or training objectives is not tested here."]
+    if lab:
+        out.append(f"The lab's {lab} model{'s' if lab != 1 else ''} (trained here, final and checkpoint ones) enter "
+                   "only the lab's section; every other table holds the models above.")
     if random:
         out.append(f"{len(random)} random-init model{'s' if len(random) != 1 else ''} ({', '.join(random)}): the "
                    "untrained reference covers only these initialisations, so its spread over seeds is barely known.")

@@ -85,7 +85,8 @@ class TrainReport:
         """Write ``curves.csv``, ``figures/loss.png`` (and ``figure_format`` when another), ``curves/`` and
         ``run.json`` into the run folder (the checkpoints stay as they are)."""
         out = Path(out_dir)
-        check_out_dir(out, COMMAND, overwrite=overwrite)  # the run folder holds checkpoints: it is its own
+        if launched_main():  # the other ranks write to scratch folders; checking rank 0's would race its files
+            check_out_dir(out, COMMAND, overwrite=overwrite)  # the run folder holds checkpoints: it is its own
         return write_output(out, COMMAND, partial(_write_report, report=self), figure_format=figure_format,
                             own_folder=True)
 

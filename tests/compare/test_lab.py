@@ -283,3 +283,19 @@ def test_real_lab_tables_and_report_section_with_one_based_heads(real_lab, tmp_p
     layers = {line.split("|")[2].strip() for line in table.splitlines() if line.startswith("| independent")}
     assert layers == {"1", "2"}
     assert "numbered from 1" in table
+
+
+def test_lab_models_enter_only_the_lab_section(real_lab):
+    """The seed-question tables hold the [models] models alone; the lab's models (final and checkpoint) only its
+    own section, and a note says how many there are."""
+    from probes.compare import compare
+
+    units, models = real_lab
+    units = [u for u in units if u.kind != "match"]  # its model is a pair of names here
+    comparison = compare(units, models, seed_questions=True, n_resamples=20)
+    assert comparison.lab is not None and comparison.lab.final_loss
+    rows = [*comparison.best_heads, *comparison.head_kinds, *comparison.spread, *comparison.specialisation,
+            *comparison.layers, *comparison.consistency]
+    assert not [r for r in rows if getattr(r, "model", None) in models]
+    assert comparison.models == {}
+    assert any(n.startswith(f"The lab's {len(models)} models") for n in comparison.notes)

@@ -135,7 +135,8 @@ def test_lab_models_carry_their_lab_info_and_the_selectors_choose_them(lab) -> N
                                              "heads": 2, "layers": 2, "init": "identical", "attention_dropout": 0.0}
     assert models["independent-s1-step8"]["lab"]["step"] == 8
     assert models["independent-s1-step8"]["spec"].endswith("seed-1@8")
-    assert run.comparison.models["identical-s1"]["lab"]["cell"] == "identical"
+    assert run.comparison.models == {}  # no [models] here: the lab's models enter only the lab's section
+    assert {r.cell for r in run.comparison.lab.final_loss} == set(CELLS)
     atlas = sorted(u["model"] for u in run.record.detail("units") if u["kind"] == "atlas")
     assert atlas == sorted(["identical-s1", "identical-s2", "independent-s1", "independent-s2",
                             "independent-s1-step8", "independent-s2-step8"])
@@ -151,7 +152,8 @@ def test_train_units_reach_the_comparison_with_their_options(lab) -> None:
     again = report_experiment(out, out=out.parent / "report-copy")  # from the saved units alone
     record_units = [u for u in again.record.detail("units") if u["kind"] == "train"]
     assert len(record_units) == 4
-    assert again.comparison.models["independent-s2"]["lab"]["seed"] == 2
+    independent = next(r for r in again.comparison.lab.final_loss if r.cell == "independent")
+    assert independent.n_seeds == 2 and independent.init == "independent"  # the seeds' lab info, read back
 
 
 def test_second_run_reuses_every_training_unit(lab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

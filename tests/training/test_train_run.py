@@ -99,3 +99,19 @@ def test_trained_checkpoint_runs_in_atlas_and_importance(identical, tmp_path: Pa
     assert record["model"] == f"trained:{out}@last"
     if command[0] == "atlas":
         assert not (target / "figures").exists() and (target / "heads.csv").is_file()
+
+
+def test_other_ranks_never_inspect_rank_zeros_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Under torchrun rank 1 writes its report to scratch; had it checked rank 0's folder while rank 0 turned
+    its marker into run.json, it would see "other files" and refuse (a race CI once lost)."""
+    import probes.runs.train as train_run
+    from probes.reports.outdir import MARKER
+
+    out = tmp_path / "ranked"
+    report = train_run.train_model(TrainConfig(init="identical", **{**TINY, "layers": 1, "steps": 1}), out,
+                                   progress=False, symmetry_sentences=0)
+    (out / MARKER).unlink(missing_ok=True)  # rank 0 between its marker and its run.json: checkpoints only
+    with pytest.raises(ValueError, match="not empty"):
+        report.write(out)  # rank 0 itself would refuse such a folder ...
+    monkeypatch.setattr(train_run, "launched_main", lambda: False)
+    report.write(out)  # ... rank 1 does not look

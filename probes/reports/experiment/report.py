@@ -309,6 +309,9 @@ def _what_ran(comparison: Comparison, record: RunRecord) -> str:
         size = (f", {facts['n_layers']} layers x {facts['n_heads']} heads" if facts.get("n_layers") and
                 facts.get("n_heads") else "")
         described.append(f"{model} ({facts.get('kind', 'trained')}, `{facts.get('spec', model)}`{size})")
+    lab = sum(1 for info in models.values() if info.get("lab"))
+    if lab:
+        described.append(f"the lab's {lab} models (see the lab's section)")
     data = [f"{name} (`{_data_label(spec.get('treebank', spec.get('corpus', '-')))}`, heads selected on "
             f"{_data_label(spec.get('select_on')) if spec.get('select_on') else 'a half of the same data'})"
             for name, spec in (record.data or {}).items()]
