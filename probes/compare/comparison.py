@@ -145,7 +145,7 @@ def compare(units: Sequence[Unit], models: Mapping[str, Mapping[str, Any]], *, s
     found = _Found()
     every, lab_models = units, models  # the lab's tables read its own models; every other table the [models] alone
     models = {name: info for name, info in models.items() if not info.get("lab")}
-    units = [u for u in units if u.model not in lab_models or u.model in models]
+    units = [u for u in units if u.model in models]  # _check: every unit's model is described
     _per_model(units, found, seed_questions=seed_questions, n_resamples=n_resamples, seed=seed)
     best = best_heads(units)
     if not best:
