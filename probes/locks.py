@@ -30,7 +30,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from probes.errors import FolderLockedError, WriteError
+from probes.errors import FolderLockedError, InputError, WriteError
+from probes.safe_read import inside_folder, load_json
 
 try:  # POSIX; elsewhere the check-and-write is not guarded against an exact tie
     import fcntl
@@ -43,6 +44,9 @@ log = logging.getLogger("probes")
 
 #: The lock file's name inside the locked folder (writers that list a folder should ignore it).
 LOCK_NAME = ".probes.lock"
+
+#: The largest lock file read (a real one is about 200 bytes).
+_MAX_LOCK_BYTES = 64 << 10
 
 #: Locks held by this process: resolved folder -> its holder (process, thread, token) and nesting depth.
 _HELD: dict[str, _Held] = {}
@@ -60,9 +64,13 @@ class _Held:
         return self.pid == os.getpid() and self.thread == threading.get_ident()
 
 
+#: Above every process id a system hands out (Linux's ``pid_max`` is at most 2^22; ``kill`` takes a C int).
+_MAX_PID = 2**31 - 1
+
+
 def pid_alive(pid: int) -> bool:
     """Whether a process with id ``pid`` runs on this host (one owned by another user counts)."""
-    if pid <= 0:
+    if pid <= 0 or pid > _MAX_PID:
         return False
     try:
         os.kill(pid, 0)
@@ -90,17 +98,13 @@ def _guard(folder: Path) -> Iterator[None]:
 
 
 def _read_holder(path: Path) -> dict[str, Any] | None:
-    """The lock file's content (None: no lock file); an unreadable one gives ``{}``."""
+    """The lock file's content (None: no lock file); an unreadable one (not JSON, a pipe, a device, huge, a link
+    leading out of the folder) gives ``{}``, which is respected as a live holder."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError):
-        return {}
-    try:
-        holder = json.loads(text)
-    except json.JSONDecodeError:
-        return {}
+        inside_folder(path.parent, path.name, what="lock file")  # a link leading out is not followed
+        holder = load_json(path, what="a lock file", max_bytes=_MAX_LOCK_BYTES)
+    except InputError:
+        return None if not (path.exists() or path.is_symlink()) else {}
     return holder if isinstance(holder, dict) else {}
 
 
@@ -163,7 +167,7 @@ class FolderLock:
         if holder is not None:
             here = holder.get("host") == socket.gethostname()
             pid = holder.get("pid")
-            if not (here and isinstance(pid, int) and not pid_alive(pid)):
+            if not (here and isinstance(pid, int) and not isinstance(pid, bool) and not pid_alive(pid)):
                 hint = ("wait for it to finish" if here and holder else
                         f"if that run is over, remove {self.path}")
                 raise FolderLockedError(f"{self.folder}: the folder is in use {_describe(holder)}; "

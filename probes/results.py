@@ -38,9 +38,11 @@ import numpy as np
 import numpy.typing as npt
 
 from probes import errors
-from probes.errors import InputError
+from probes.errors import FormatError, InputError
 from probes.run_record import RunRecord
 from probes.result_checks import value_problems
+from probes.safe_arrays import NpzArchive
+from probes.safe_read import inside_folder, load_json
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -155,7 +157,10 @@ class Result:
         """A ``record`` field given as a mapping (as ``result.json`` holds it) becomes a :class:`RunRecord`."""
         record = getattr(self, "record", None)
         if isinstance(record, Mapping):
-            object.__setattr__(self, "record", RunRecord.of(record))
+            try:
+                object.__setattr__(self, "record", RunRecord.of(record))
+            except InputError as exc:  # a malformed record in result.json: say which field
+                raise InputError(f"field 'record': {exc.reason}") from None
 
     def _check_loaded(self) -> None:
         """Checks of a just-loaded result beyond its annotations and ``_shapes``: raise ValueError naming the field
@@ -232,14 +237,13 @@ def load(path: str | os.PathLike[str]) -> Result:
     if not (issubclass(cls, Result) and dataclasses.is_dataclass(cls)):
         raise InputError(f"{RESULT_FILE}: field 'type': expected a Result type, found {doc['type']!r}", path=folder)
     arrays_path = folder / ARRAYS_FILE
-    if not arrays_path.is_file():
+    if not (arrays_path.exists() or arrays_path.is_symlink()):
         raise InputError(f"not a saved result: {ARRAYS_FILE} is missing", path=folder)
+    inside_folder(folder, ARRAYS_FILE, what="file")  # a link leading out of the folder is not followed
     try:
-        with np.load(arrays_path, allow_pickle=False) as npz:
+        with NpzArchive(arrays_path, what=ARRAYS_FILE) as npz:  # every array's size checked before it is read
             return _build(cls, doc["fields"], _Decoder(npz, folder), "")  # type: ignore[return-value]
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
-        if isinstance(exc, InputError):
-            raise
+    except OSError as exc:
         raise InputError(f"cannot read {ARRAYS_FILE}: {exc}", path=folder) from exc
 
 
@@ -394,14 +398,15 @@ def _read_json(folder: Path) -> dict[str, Any]:
     if not file.is_file():
         found = ", ".join(sorted(p.name for p in folder.iterdir())[:5]) or "an empty folder"
         raise InputError(f"not a saved result: expected {RESULT_FILE}, found {found}", path=folder)
+    inside_folder(folder, RESULT_FILE, what="file")  # a link leading out of the folder is not followed
     try:
-        doc = json.loads(file.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise InputError(f"{RESULT_FILE} is not valid JSON: {exc or 'nested too deeply'}", path=folder) from exc
+        doc = load_json(file, what=f"a result record ({RESULT_FILE})")
+    except FormatError as exc:  # bad JSON, bad UTF-8, nested too deeply, too large
+        raise InputError(f"{RESULT_FILE} is not valid JSON: {exc.reason}", path=file, line=exc.line) from None
     if not (isinstance(doc, dict) and isinstance(doc.get("type"), str) and isinstance(doc.get("fields"), dict)):
         raise InputError(f"{RESULT_FILE}: expected an object with 'type' and 'fields'", path=folder)
     fmt = doc.get("format")
-    if not isinstance(fmt, int) or fmt > FORMAT:
+    if isinstance(fmt, bool) or not isinstance(fmt, int) or fmt > FORMAT:
         raise InputError(f"{RESULT_FILE}: expected format {FORMAT} or older, found {fmt!r} "
                          "(written by a newer probes?)", path=folder)
     return doc
@@ -499,6 +504,11 @@ class _Decoder:
         return exc
 
 
+#: What a class's ``__init__``, ``__post_init__`` or ``_check_loaded`` raises on values that passed the annotation
+#: checks but not its own (a record of the wrong shape, an axis that does not add up): the file's fault.
+_BUILD_ERRORS = (TypeError, ValueError, IndexError, KeyError, AttributeError, OverflowError, ZeroDivisionError)
+
+
 def _build(cls: type, encoded: dict[str, Any], decode: _Decoder, prefix: str) -> Any:
     """An instance of dataclass ``cls`` from its encoded fields at the field path ``prefix``.
 
@@ -515,7 +525,7 @@ def _build(cls: type, encoded: dict[str, Any], decode: _Decoder, prefix: str) ->
     init = {k: v for k, v in values.items() if fields[k].init}
     try:
         obj = cls(**init)
-    except (TypeError, ValueError, IndexError, KeyError) as exc:
+    except _BUILD_ERRORS as exc:
         raise decode.fail(f"cannot rebuild {prefix or cls.__name__}: {exc}") from exc
     for name, v in values.items():
         if not fields[name].init:
@@ -524,7 +534,7 @@ def _build(cls: type, encoded: dict[str, Any], decode: _Decoder, prefix: str) ->
     try:
         if callable(check):
             check()
-    except ValueError as exc:
+    except _BUILD_ERRORS as exc:
         raise decode.fail(f"{cls.__name__} ({prefix.rstrip('.') or 'the result'}): {exc}") from exc
     return obj
 

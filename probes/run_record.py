@@ -21,7 +21,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from probes.errors import InputError
+from probes.errors import FormatError, InputError
+from probes.safe_read import inside_folder, load_json
 
 __all__ = ["RunRecord", "Invocation", "Commit", "RUN_FILE"]
 
@@ -56,6 +57,9 @@ class Invocation:
         """``value`` as an Invocation (a mapping as :func:`probes.runs.record.invocation` builds it)."""
         if value is None or isinstance(value, Invocation):
             return value
+        problem = _invocation_problem(value)
+        if problem is not None:
+            raise InputError(f"a run record's {problem}")
         git = value.get("git")
         return cls(cwd=value.get("cwd"), argv=tuple(value.get("argv") or ()), probes_version=value.get("probes_version"),
                    git=None if git is None else git if isinstance(git, Commit) else Commit(git["commit"], git["dirty"]))
@@ -103,10 +107,13 @@ class RunRecord:
         if not isinstance(value, Mapping):
             raise InputError(f"a run record: expected a mapping of fields, found {type(value).__name__}")
         given = dict(value)
+        problem = typed_problem(given)
+        if problem is not None:
+            raise InputError(f"a run record's {problem}")
         typed: dict[str, Any] = {k: given[k] for k in _TYPED if k in given}
         for key in ("versions", "options", "inputs", "timings"):
             if typed.get(key) is not None:  # None is kept as it was given
-                typed[key] = _frozen(typed[key], key)
+                typed[key] = dict(typed[key])  # the record's own copy
         if "invocation" in typed:
             typed["invocation"] = Invocation.of(typed["invocation"])
         details = {k: v for k, v in given.items() if k not in _TYPED}
@@ -209,21 +216,29 @@ class RunRecord:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> RunRecord:
-        """Read a record written by a run (a ``run.json`` file, or the folder holding one).
+        """Read a record written by a run (a ``run.json`` file, or the folder holding one: then its ``run.json``
+        must not be a link leading out of the folder).
 
         Raises:
             InputError: no such file, not JSON, or not a JSON object.
         """
         file = Path(path)
-        file = file / RUN_FILE if file.is_dir() else file
+        folder = file if file.is_dir() else None
+        file = file / RUN_FILE if folder is not None else file
+        if not file.exists() and not file.is_symlink():
+            raise InputError(f"expected a run record ({RUN_FILE}), found none", path=file)
         try:
-            doc = json.loads(file.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise InputError(f"expected a run record ({RUN_FILE}), found none", path=file) from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise InputError(f"expected a JSON run record, found unreadable text: {exc}", path=file) from None
+            if folder is not None:  # a folder's run.json that links out of it is not followed
+                inside_folder(folder, RUN_FILE, what="run record")
+            doc = load_json(file, what=f"a run record ({RUN_FILE})")
+        except FormatError as exc:  # bad JSON or UTF-8, nested too deeply, too large
+            raise InputError(f"expected a JSON run record, found unreadable text: {exc.reason}", path=file,
+                             line=exc.line) from None
         if not isinstance(doc, dict):
             raise InputError(f"expected a JSON object of fields, found {type(doc).__name__}", path=file)
+        problem = typed_problem(doc)
+        if problem is not None:
+            raise InputError(problem, path=file)
         return cls.of(doc)
 
     def to_pandas(self) -> Any:
@@ -240,11 +255,44 @@ class RunRecord:
         raise TypeError("a RunRecord is not a mapping: read its fields, .detail(name), or .to_dict()")
 
 
-def _frozen(value: Any, key: str) -> Mapping[str, Any]:
-    """A copy of the mapping ``value`` (the run record's ``key``), so that the record does not share it."""
+def shown(value: Any, width: int = 60) -> str:
+    """``value`` as an error message shows what was found (``17``, ``'units'``, ``[1, 2]``), shortened."""
+    text = repr(value)
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def typed_problem(given: Mapping[str, Any]) -> str | None:
+    """What is wrong with the shared fields of a record given as a mapping (``run.json``), as ``field: expected
+    ..., found ...``; None when they have the types :class:`RunRecord` reads them as."""
+    command = given.get("command")
+    if command is not None and not isinstance(command, str):
+        return f"command: expected a string, found {shown(command)}"
+    for key in ("versions", "options", "inputs", "timings", "world"):
+        value = given.get(key)
+        if value is not None and not isinstance(value, Mapping):
+            return f"{key}: expected a mapping, found {shown(value)}"
+    invocation = given.get("invocation")
+    if invocation is None or isinstance(invocation, Invocation):
+        return None
+    return _invocation_problem(invocation)
+
+
+def _invocation_problem(value: Any) -> str | None:
+    """What is wrong with an ``invocation`` mapping (None: nothing)."""
     if not isinstance(value, Mapping):
-        raise InputError(f"a run record's {key!r}: expected a mapping, found {type(value).__name__}")
-    return dict(value)
+        return f"invocation: expected a mapping, found {shown(value)}"
+    for key in ("cwd", "probes_version"):
+        if value.get(key) is not None and not isinstance(value[key], str):
+            return f"invocation.{key}: expected a string, found {shown(value[key])}"
+    argv = value.get("argv")
+    if argv is not None and not (isinstance(argv, list | tuple) and all(isinstance(a, str) for a in argv)):
+        return f"invocation.argv: expected a list of strings, found {shown(argv)}"
+    git = value.get("git")
+    if git is None or isinstance(git, Commit):
+        return None
+    if not isinstance(git, Mapping) or not isinstance(git.get("commit"), str) or not isinstance(git.get("dirty"), bool):
+        return f"invocation.git: expected {{\"commit\": a string, \"dirty\": true or false}}, found {shown(git)}"
+    return None
 
 
 def _flatten(value: Any, prefix: str) -> Iterable[tuple[str, Any]]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import tomllib
 from collections.abc import Callable
@@ -201,11 +202,13 @@ def inside_folder(folder: str | os.PathLike[str], relative: object, *, what: str
 
 
 def _bracket_depth(text: str) -> int:
-    """An upper bound of the nesting in JSON or TOML ``text``: the deepest run of unclosed ``[`` and ``{``,
-    strings included, so that a parser's recursion limit is never reached (a string full of brackets only
-    over-counts)."""
+    """An upper bound of the nesting in JSON or TOML ``text`` where it could pass :data:`_PARSER_DEPTH` (else 0):
+    the deepest run of unclosed ``[`` and ``{``, strings included, so that a parser's recursion limit is never
+    reached (a string full of brackets only over-counts)."""
+    if text.count("[") + text.count("{") <= _PARSER_DEPTH:  # the common case, without a Python loop
+        return 0
     depth = deepest = 0
-    for char in text:
+    for char in re.sub(r"[^\[\]{}]+", "", text):
         if char in "[{":
             depth += 1
             if depth > deepest:

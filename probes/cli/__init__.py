@@ -55,7 +55,8 @@ _WHO = {"prefix": ""}
 EXIT_INTERRUPTED = 130
 #: Commands whose work survives an interrupt (the store keeps finished shards).
 _RESUMABLE = {"extract": "run the same command again to resume (finished shards are kept)",
-              "run": "run the same command again to resume (finished units are kept)"}
+              "run": "run the same command again to resume (finished units are kept)",
+              "train": "run the same command again to resume (from the latest checkpoint)"}
 
 
 def _split_debug(args: list[str]) -> tuple[list[str], bool]:
@@ -139,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     Under ``torchrun`` with more than one process, see :func:`_main_distributed`.
     """
     args, state["debug"] = _split_debug(list(sys.argv[1:] if argv is None else argv))
+    _WHO["prefix"] = ""  # set again by _main_distributed for a rank: one call's rank never names the next call
     try:
         if launched():
             return _main_distributed(args)

@@ -39,7 +39,7 @@ def atlas_cli(
     model: str = options.model_option(...),
     treebank: str = options.treebank_option(...),
     corpus: Optional[str] = typer.Option(
-        None, "--corpus", help="A coreference corpus (GUM/CorefUD CoNLL-U with Entity=, or ud:en_gum:SPLIT): adds "
+        None, "--corpus", parser=options.text_parser("--corpus", "a corpus file or name"), help="A coreference corpus (GUM/CorefUD CoNLL-U with Entity=, or ud:en_gum:SPLIT): adds "
         "each head's antecedent-selection accuracy."),
     select_on: Optional[str] = options.select_on_option(),
     js_sentences: Optional[int] = typer.Option(
@@ -48,15 +48,15 @@ def atlas_cli(
              "grows with N x heads^2."),
     clusters: Optional[int] = typer.Option(None, "--clusters", min=1, max=options.MAX_COUNT, metavar="K",
                                            help="Head groups cut from the clustering (default 8)."),
-    counts: Optional[Path] = typer.Option(
-        None, "--counts", metavar="FILE", help="Word counts for rare-word heads, one `word<TAB>count` per line "
+    counts: Optional[Path] = options.path_option(
+        None, "--counts", what="a file path", metavar="FILE", help="Word counts for rare-word heads, one `word<TAB>count` per line "
         "(default: counts of --treebank)."),
     word_level: bool = typer.Option(False, "--word-level", help="Also compute the surface statistics on word maps."),
     grad_sentences: int = typer.Option(
         200, "--grad-sentences", min=0, max=options.MAX_COUNT, metavar="N",
         help="Sentences of the gradient-importance pass (needs a language-model head; 0 skips it)."),
     head_type_sequences: int = typer.Option(
-        20, "--head-type-sequences", min=0, max=options.MAX_COUNT, metavar="N",
+        20, "--head-type-sequences", **options.rule_bounds(options.option_rules.SEQUENCES), metavar="N",
         help="Repeated random token sequences (20 tokens, twice) for the head-type scores (previous-token, "
              "duplicate-token, induction; 0 skips them)."),
     example: Optional[str] = typer.Option(None, "--example", metavar="SENT_ID",

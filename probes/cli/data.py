@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from probes.cli._app import app
+from probes.cli.options import path_parser
 
 data_app = typer.Typer(
     help="The registry's treebanks (`ud:TREEBANK:SPLIT`): list them, or put local copies in the cache "
@@ -20,7 +21,7 @@ app.add_typer(data_app, name="data")
 def add_cli(
     name: str = typer.Argument(..., metavar="NAME",
                                help="`ud:TREEBANK:SPLIT` (e.g. `ud:en_ewt:dev`), or `ud:TREEBANK` with a folder."),
-    source: Path = typer.Argument(..., metavar="PATH",
+    source: Path = typer.Argument(..., metavar="PATH", parser=path_parser("PATH", "a file or folder path"),
                                   help="The local file, or a folder holding the registry's file names "
                                   "(e.g. a clone of UD_English-EWT)."),
 ) -> None:

@@ -39,7 +39,8 @@ report.html, figures/, tables/, comparison/ and run.json again (into RUN_DIR, or
 
 @app.command("run", help=_RUN_HELP)
 def run_cli(
-    experiment: Path = typer.Argument(..., metavar="EXPERIMENT.toml", help="The experiment file."),
+    experiment: Path = typer.Argument(..., metavar="EXPERIMENT.toml", help="The experiment file.",
+                                      parser=options.path_parser("EXPERIMENT.toml", "a file path")),
     out: Optional[Path] = options.out_option(help="Run folder (default: the file's `out`, else runs/NAME)."),
     fresh: bool = typer.Option(False, "--fresh", help="Recompute every unit, even those saved with the same key."),
     limit: Optional[int] = options.limit_option(
@@ -57,7 +58,8 @@ def run_cli(
 
 @app.command("report", help=_REPORT_HELP)
 def report_cli(
-    run_dir: Path = typer.Argument(..., metavar="RUN_DIR", help="A run folder written by `probes run`."),
+    run_dir: Path = typer.Argument(..., metavar="RUN_DIR", help="A run folder written by `probes run`.",
+                                   parser=options.path_parser("RUN_DIR", "a folder path")),
     out: Optional[Path] = options.out_option(help="Write the report here instead of into RUN_DIR (a copy: it "
                                                   "names the unit folders without linking them)."),
 ) -> None:

@@ -20,7 +20,8 @@ def extract_cli(
     model: str = options.model_option(...),
     treebank: str = options.treebank_option(..., help=f"Treebank: {options.DATA_HELP}."),
     limit: Optional[int] = options.limit_option(help="Read at most N sentences of the treebank (default: all)."),
-    store: Path = typer.Option(..., "--store", "-s", help="Store folder to write (an interrupted run resumes)."),
+    store: Path = options.path_option(..., "--store", "-s", what="a folder path", metavar="FOLDER",
+                                      help="Store folder to write (an interrupted run resumes)."),
     batch_size: int = options.batch_size_option(),
     device: Optional[str] = options.device_option(),
     dtype: str = options.dtype_option(),
@@ -32,10 +33,11 @@ def extract_cli(
     from_pool: str = typer.Option("mean", "--from-pool",
                                   help="A word's row from its tokens' rows: mean (paper), first (released code), max."),
     on_long: str = options.on_long_option(),
-    max_length: Optional[int] = typer.Option(None, "--max-length", min=2,
+    max_length: Optional[int] = typer.Option(None, "--max-length", min=2, max=options.option_rules.MAX_TOKENS,
                                              help="Most tokens per sentence, specials included (default: model's)."),
     shard_size: int = typer.Option(256, "--shard-size", min=1, max=options.MAX_COUNT, help="Sentences per store shard."),
-    revision: Optional[str] = typer.Option(None, "--revision", help="Model revision (hub models)."),
+    revision: Optional[str] = typer.Option(None, "--revision", help="Model revision (hub models).",
+                                           parser=options.text_parser("--revision", "a model revision")),
     progress: bool = options.progress_option(),
 ) -> None:
     """Extract word-level attention of every head for a treebank into an attention store.

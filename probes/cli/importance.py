@@ -85,7 +85,7 @@ def importance_cli(
     loo: bool = typer.Option(True, "--loo/--no-loo", help="Also ablate each head alone (batched: several heads' ablations as row blocks of one pass, equal to one pass per head)."),
     global_rescale: bool = typer.Option(False, "--global-rescale", help="Min-max rescale importance over all heads "
                                         "after the layer normalisation (HF bertology's default; not in the paper)."),
-    n_resamples: int = typer.Option(1000, "--n-resamples", min=1, max=options.MAX_COUNT, help="Bootstrap resamples over sentences."),
+    n_resamples: int = options.n_resamples_option(help="Bootstrap resamples over sentences."),
     max_batch_tokens: int = _max_batch_tokens_option(),
     on_long: str = _on_long_option(),
     device: Optional[str] = options.device_option(),
@@ -121,7 +121,8 @@ def prune_cli(
     step: float = typer.Option(0.1, "--step", min=0.01, max=0.5, help="Fraction of all heads removed per step."),
     once: bool = typer.Option(False, "--once", help="Rank heads once on the unpruned model (default: re-estimate "
                                                     "importance after every step)."),
-    seeds: int = typer.Option(20, "--seeds", min=0, max=options.MAX_COUNT, metavar="N", help="Random orders in the band (seeds 0..N-1)."),
+    seeds: int = typer.Option(20, "--seeds", min=0, max=options.option_rules.MAX_SEEDS, metavar="N",
+                              help="Random orders in the band (seeds 0..N-1)."),
     orders: Optional[str] = typer.Option("specialised-last,confident-last", "--orders", metavar="NAMES",
                                          help="Score orders to draw (comma-separated; '' for none)."),
     one_per_layer: bool = typer.Option(True, "--one-per-layer/--no-one-per-layer",

@@ -39,10 +39,11 @@ def match_cli(
     within_layers: bool = typer.Option(False, "--within-layers/--across-layers",
                                        help="Match within layers (one problem per layer) or across layers (default)."),
     null_model: Optional[str] = typer.Option(
-        None, "--null-model", metavar="MODEL", help="A model to match A against as the null, e.g. "
+        None, "--null-model", metavar="MODEL", parser=options.text_parser("--null-model", "a model folder or name"),
+        help="A model to match A against as the null, e.g. "
         "random-init:MODEL@1 (any --model spec)."),
-    n_resamples: int = typer.Option(200, "--n-resamples", min=1, max=options.MAX_COUNT, metavar="N",
-                                    help="Bootstrap resamples (and label permutations) of the intervals."),
+    n_resamples: int = options.n_resamples_option(200, metavar="N", help="Bootstrap resamples (and label "
+                                                                        "permutations) of the intervals."),
     min_count: int = typer.Option(20, "--min-count", min=1, max=options.MAX_COUNT, metavar="N",
                                   help="Least words of a relation, in each half, for its accuracies to enter the "
                                        "head profiles."),

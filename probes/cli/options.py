@@ -24,7 +24,8 @@ __all__ = [
     "ON_LONG", "FIGURE_FORMATS", "parse_indices", "layers_option", "heads_option", "limit_option",
     "on_long_option", "figure_format_option", "overwrite_option", "one_of", "DTYPES", "MAX_BATCH_TOKENS_HELP",
     "MAX_ATTENTION_MB", "max_batch_tokens_option", "max_attention_mb_option", "dtype_option", "device_map_option",
-    "extraction", "MAX_COUNT",
+    "extraction", "MAX_COUNT", "path_parser", "text_parser", "rule_bounds",
+    "n_resamples_option", "path_option",
 ]
 
 #: ``.conllu / .conllx / .conll / .spacy / *_conll``, from the one formats table.
@@ -89,6 +90,41 @@ def default_out(model: str, data: str, prefix: str = "") -> Path:
     return Path("runs") / f"{prefix}{clean(model)}-{clean(data).removesuffix('.conllu')}"
 
 
+def path_parser(flag: str, what: str = "a path") -> Any:
+    """A ``parser=`` for a path option: the value as a Path, or a usage error naming ``flag`` when it holds a NUL
+    or another control character (``--out: expected a folder path, found a NUL character``), before any file is
+    touched (``os.stat`` raises ValueError on a NUL)."""
+    def parse(value: Any) -> Optional[Path]:
+        if value is None:
+            return None
+        return Path(_checked_text(value, flag, what))
+    return parse
+
+
+def text_parser(flag: str, what: str) -> Any:
+    """A ``parser=`` for a text option that names a file or a model (``--model``, ``--treebank``): the text, or a
+    usage error naming ``flag`` when it holds a NUL or another control character."""
+    def parse(value: Any) -> Optional[str]:
+        return None if value is None else _checked_text(value, flag, what)
+    return parse
+
+
+def _checked_text(value: Any, flag: str, what: str) -> str:
+    """``value`` as text, checked by :func:`probes.reports.names.check_path` (a BadParameter when refused)."""
+    from probes.errors import ConfigError
+    from probes.reports.names import check_path
+
+    try:
+        return check_path(str(value) if isinstance(value, Path) else value, what=what, name=flag)
+    except ConfigError as exc:
+        raise typer.BadParameter(exc.reason.removeprefix(f"{flag}: ")) from None
+
+
+def rule_bounds(rule: option_rules.Rule) -> dict[str, Any]:
+    """``min`` and ``max`` of a typer option, from the rule an experiment file's value is checked against."""
+    return {"min": rule.least, "max": rule.most}
+
+
 def apply_config(ctx: typer.Context, value: Optional[Path]) -> Optional[Path]:
     """``--config FILE``: read it first (eager) and use it as the defaults of the other options."""
     if value is None or ctx.resilient_parsing:
@@ -151,7 +187,7 @@ def _check_config_value(ctx: typer.Context, param: Any, path: Path, item: Any, *
         ConfigError: ``FILE:LINE: KEY: expected ..., found ...`` (or the option's own message).
     """
     from probes.errors import ConfigError
-    from probes.runs.config import config_line
+    from probes.runs.config import config_line, read_toml
     from probes.runs.option_rules import shown
 
     flag = param.opts[0] if getattr(param, "opts", None) else f"--{param.name}"
@@ -168,7 +204,7 @@ def _check_config_value(ctx: typer.Context, param: Any, path: Path, item: Any, *
             message = _range_message(param) or exc.message
             message += f" ({flag})" if "found" in message else f" ({flag}), found {shown(item)}"
     key = flag.lstrip("-")
-    text = path.read_text(encoding="utf-8")
+    text, _ = read_toml(path, "config file")
     line = config_line(text, key, ctx.info_name) or config_line(text, param.name, ctx.info_name)
     raise ConfigError(f"{key}: {message}", path=path, line=line)
 
@@ -176,23 +212,27 @@ def _check_config_value(ctx: typer.Context, param: Any, path: Path, item: Any, *
 def config_option() -> Any:
     """``--config/-c FILE``: options from a TOML file (command line wins)."""
     return typer.Option(None, "--config", "-c", is_eager=True, callback=apply_config, metavar="FILE",
+                        parser=path_parser("--config", "a file path"),
                         help="TOML file of options (keys: long option names); options on the command line win.")
 
 
 def model_option(default: Any = None, *, help: str = MODEL_HELP, panel: str | None = None) -> Any:
     """``--model/-m``: a model folder, ``package:NAME`` or hub name."""
-    return typer.Option(default, "--model", "-m", help=help, rich_help_panel=panel)
+    return typer.Option(default, "--model", "-m", help=help, rich_help_panel=panel,
+                        parser=text_parser("--model", "a model folder or name"))
 
 
 def treebank_option(default: Any = None, *, help: str = f"Data to report on: {DATA_HELP}.",
                     panel: str | None = None) -> Any:
     """``--treebank/-t``: a treebank file or registry spec."""
-    return typer.Option(default, "--treebank", "-t", help=help, rich_help_panel=panel)
+    return typer.Option(default, "--treebank", "-t", help=help, rich_help_panel=panel,
+                        parser=text_parser("--treebank", "a treebank file or name"))
 
 
 def select_on_option(default: Any = None, *, help: str | None = None, panel: str | None = None) -> Any:
     """``--select-on``: the data heads are chosen on."""
-    return typer.Option(default, "--select-on", rich_help_panel=panel, help=help or (
+    return typer.Option(default, "--select-on", rich_help_panel=panel,
+                        parser=text_parser("--select-on", "a treebank file or name"), help=help or (
         "Choose heads and baseline offsets on this data (e.g. dev) and report on --treebank (e.g. test). "
         "Default: choose on one half of the report data (fixed hash of sentence ids), report on the other. "
         "'same': choose and report on the same data, as Clark et al. did (optimistic, never significant)."))
@@ -202,17 +242,32 @@ def batch_size_option(default: int = 32, *, help: str = "Sentences per forward p
                       panel: str | None = None) -> Any:
     """``--batch-size``: items per forward pass."""
     rule = option_rules.BATCH_SIZE
-    return typer.Option(default, "--batch-size", min=rule.least, max=rule.most, help=help, rich_help_panel=panel)
+    return typer.Option(default, "--batch-size", **rule_bounds(rule), help=help, rich_help_panel=panel)
 
 
 def device_option(*, help: str = DEVICE_HELP, panel: str | None = None) -> Any:
     """``--device``: where the model runs."""
-    return typer.Option(None, "--device", help=help, rich_help_panel=panel)
+    return typer.Option(None, "--device", help=help, rich_help_panel=panel,
+                        parser=text_parser("--device", "a device name"))
 
 
 def out_option(default: Any = None, *, help: str = "Output folder (default `runs/MODEL-DATA`).") -> Any:
     """``--out/-o``: the output folder."""
-    return typer.Option(default, "--out", "-o", help=help)
+    return path_option(default, "--out", "-o", what="a folder path", metavar="FOLDER", help=help)
+
+
+def path_option(default: Any, flag: str, *short: str, what: str = "a path", metavar: str = "PATH",
+                **kwargs: Any) -> Any:
+    """A path option (``--store``, ``--counts`` ...): its value refused while parsing when it holds a NUL or
+    another control character (:func:`path_parser`)."""
+    return typer.Option(default, flag, *short, metavar=metavar, parser=path_parser(flag, what), **kwargs)
+
+
+def n_resamples_option(default: int = 1000, *, help: str = "Bootstrap resamples for the intervals.",
+                       metavar: str | None = None) -> Any:
+    """``--n-resamples N``: bootstrap resamples (:data:`probes.runs.option_rules.N_RESAMPLES`: 1 to 100000)."""
+    return typer.Option(default, "--n-resamples", **rule_bounds(option_rules.N_RESAMPLES), metavar=metavar,
+                        help=help)
 
 
 def progress_option(default: bool = True, *, help: str = "Show progress bars on stderr.") -> Any:
@@ -228,7 +283,7 @@ def figures_option(default: bool = True) -> Any:
 def min_count_option(default: int = 100) -> Any:
     """``--min-count``: least words for a relation to be listed."""
     rule = option_rules.MIN_COUNT
-    return typer.Option(default, "--min-count", min=rule.least, max=rule.most,
+    return typer.Option(default, "--min-count", **rule_bounds(rule),
                         help="Least words for a relation to be listed.")
 
 
@@ -250,7 +305,7 @@ def one_of(flag: str, choices: tuple[str, ...]) -> Any:
 def limit_option(*, help: str = LIMIT_HELP, panel: str | None = None) -> Any:
     """``--limit N``: read at most N sentences (documents) of each data split."""
     rule = option_rules.LIMIT
-    return typer.Option(None, "--limit", min=rule.least, max=rule.most, metavar="N", help=help, rich_help_panel=panel)
+    return typer.Option(None, "--limit", **rule_bounds(rule), metavar="N", help=help, rich_help_panel=panel)
 
 
 def on_long_option(*, help: str = ON_LONG_HELP, panel: str | None = None) -> Any:
@@ -291,18 +346,19 @@ def max_batch_tokens_option(default: Optional[int] = None, *, help: str | None =
     """``--max-batch-tokens N``: padded tokens per forward pass (importance, prune and every extracting command)."""
     tail = " (default: only --batch-size limits a batch)." if default is None else "."
     rule = option_rules.MAX_BATCH_TOKENS
-    return typer.Option(default, "--max-batch-tokens", min=rule.least, max=rule.most, metavar="N",
+    return typer.Option(default, "--max-batch-tokens", **rule_bounds(rule), metavar="N",
                         rich_help_panel=panel, help=help or f"{MAX_BATCH_TOKENS_HELP}; a longer input runs alone{tail}")
 
 
 def max_attention_mb_option(*, panel: str | None = None) -> Any:
     """``--max-attention-mb MB``: the most attention the extractor and its queue hold at once."""
-    return typer.Option(MAX_ATTENTION_MB, "--max-attention-mb", min=0.0, metavar="MB", rich_help_panel=panel,
+    return typer.Option(MAX_ATTENTION_MB, "--max-attention-mb", min=0.0, max=option_rules.MAX_ATTENTION_MB,
+                        metavar="MB", rich_help_panel=panel,
                         help="Most attention held at once, in MB of float32 (half by the extractor: the layer in "
                              "flight, pooled results, buffered inputs; half by the queue to the analyses). Inputs "
                              "that do not fit are handled by --on-long and named as over the attention budget; "
-                             "coreference windows shrink to fit. A positive number (0 is refused: without a "
-                             "bound one long input can exhaust the machine's memory).")
+                             "coreference windows shrink to fit. A positive number up to 10^9 (0 is refused: "
+                             "without a bound one long input can exhaust the machine's memory).")
 
 
 def dtype_option(*, panel: str | None = None) -> Any:

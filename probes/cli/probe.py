@@ -31,31 +31,39 @@ from probes.cli.options import (
     on_long_option,
     out_option,
     overwrite_option,
+    path_option,
     progress_option,
+    rule_bounds,
     select_on_option,
     split_list,
+    text_parser,
 )
+from probes.runs.option_rules import SEED, SEEDS
 
 
 @app.command("probe")
 def probe_cli(
     config: Optional[Path] = config_option(),
     model: Optional[str] = model_option(),
-    train: Optional[str] = typer.Option(None, "--train", help=f"Training data: {DATA_HELP}."),
-    eval_: Optional[str] = typer.Option(None, "--eval", help=f"Evaluation data: {DATA_HELP}."),
+    train: Optional[str] = typer.Option(None, "--train", help=f"Training data: {DATA_HELP}.",
+                                        parser=text_parser("--train", "a treebank file or name")),
+    eval_: Optional[str] = typer.Option(None, "--eval", help=f"Evaluation data: {DATA_HELP}.",
+                                        parser=text_parser("--eval", "a treebank file or name")),
     probe: Optional[list[str]] = typer.Option(
         None, "--probe", "-p", help="per-head, label, attn, attn+emb, distances+emb, right-branching or all "
         "(comma-separated or repeated; default all)."),
-    store_train: Optional[Path] = typer.Option(None, "--store-train", help="Attention store to train on."),
-    store_eval: Optional[Path] = typer.Option(None, "--store-eval", help="Attention store to evaluate on."),
+    store_train: Optional[Path] = path_option(None, "--store-train", what="a folder path", metavar="FOLDER",
+                                              help="Attention store to train on."),
+    store_eval: Optional[Path] = path_option(None, "--store-eval", what="a folder path", metavar="FOLDER",
+                                             help="Attention store to evaluate on."),
     select_on: Optional[str] = select_on_option(help=(
         "Where the per-head and label probes choose their best head: DATA (a treebank run through the model), "
         "or 'same' (chosen and reported on --eval, as Clark et al.: optimistic, never marked significant). "
         "Default: --eval split in two halves by a fixed hash of sentence ids, chosen on one, reported on the other.")),
-    store_select: Optional[Path] = typer.Option(None, "--store-select",
-                                                help="Attention store the per-head heads are chosen on."),
-    vectors: Optional[Path] = typer.Option(
-        None, "--vectors", help="GloVe-format word vectors for attn+emb / distances+emb "
+    store_select: Optional[Path] = path_option(None, "--store-select", what="a folder path", metavar="FOLDER",
+                                               help="Attention store the per-head heads are chosen on."),
+    vectors: Optional[Path] = path_option(
+        None, "--vectors", what="a file path", metavar="FILE", help="GloVe-format word vectors for attn+emb / distances+emb "
         "(default: the model's input embeddings, mean-pooled over subwords)."),
     epochs: int = typer.Option(1, "--epochs", min=1, max=MAX_COUNT, help="Passes over the training data (Clark et al.: 1)."),
     control: bool = typer.Option(True, "--control/--no-control",
@@ -81,8 +89,9 @@ def probe_cli(
     max_batch_tokens: Optional[int] = max_batch_tokens_option(),
     max_attention_mb: float = max_attention_mb_option(),
     device_map: Optional[str] = device_map_option(),
-    seed: int = typer.Option(0, "--seed", help="First seed of probes, control task and random-init model."),
-    seeds: int = typer.Option(3, "--seeds", min=1, max=MAX_COUNT, help="Seeds (seed, seed+1, ...): each trains every probe again "
+    seed: int = typer.Option(0, "--seed", **rule_bounds(SEED),
+                             help="First seed of probes, control task and random-init model."),
+    seeds: int = typer.Option(3, "--seeds", **rule_bounds(SEEDS), help="Seeds (seed, seed+1, ...): each trains every probe again "
                               "(initialisation, training order, control mapping, random-init model); tables give "
                               "mean and sd. Training time grows with it."),
     figures: bool = figures_option(),

@@ -55,11 +55,11 @@ def leaderboard_cli(
     max_attention_mb: float = options.max_attention_mb_option(panel=_MODEL),
     device_map: Optional[str] = options.device_map_option(panel=_MODEL),
     limit: Optional[int] = options.limit_option(),
-    store: Optional[Path] = typer.Option(
-        None, "--store", "-s", help="Attention store of the data to report on (instead of --model and --treebank).",
+    store: Optional[Path] = options.path_option(
+        None, "--store", "-s", what="a folder path", metavar="FOLDER", help="Attention store of the data to report on (instead of --model and --treebank).",
         rich_help_panel=_STORES),
-    select_store: Optional[Path] = typer.Option(
-        None, "--select-store", help="Attention store of the selection data (the store version of --select-on).",
+    select_store: Optional[Path] = options.path_option(
+        None, "--select-store", what="a folder path", metavar="FOLDER", help="Attention store of the selection data (the store version of --select-on).",
         rich_help_panel=_STORES),
     relations: Optional[list[str]] = typer.Option(
         None, "--relations", "-r", metavar="REL,...",

@@ -13,6 +13,8 @@ import typer
 
 from probes.cli import options
 from probes.cli._app import app
+from probes.training.config import (MAX_BATCH_SIZE, MAX_HEADS, MAX_HIDDEN, MAX_INTERMEDIATE, MAX_LAYERS, MAX_SEQ_LEN,
+                                    MAX_STEPS)
 
 _HELP = """Train a small model from scratch (a BERT-style masked-LM encoder, or a GPT-2 / Llama causal LM).
 
@@ -25,10 +27,19 @@ fixed tenth of --treebank chosen by hashing sentence ids) at every checkpoint.
 Writes --out/checkpoints/step-NNNNNN/ at steps 0, 1, 2, 4, 8, ... and the last: ordinary model folders (config,
 tokenizer, model.safetensors, training.json), named trained:OUT@STEP (or trained:OUT@last) in every command;
 then curves.csv, figures/loss.png, symmetry/ and figures/symmetry.png (the distances between each layer's heads
-at every checkpoint on the first --symmetry-sentences held-out sentences) and run.json. Run the same command again to resume a stopped run.
+at every checkpoint on the first --symmetry-sentences held-out sentences) and run.json.
+
+Run the same command again to resume a run stopped by Ctrl-C, kill -9, an error or --max-minutes: it continues
+from its latest complete checkpoint and ends byte-identical to a run that never stopped. A finished run is not
+trained again (its report is made again). --out holding a run of other options or data, or other files, is
+refused, naming what differs. --overwrite starts over: it removes what a training run wrote into --out (record,
+tokenizer, checkpoints, resume state, report), nothing else, and trains from step 0. Sizes are checked against
+the machine's memory before anything is built.
 """
 
 _ARCH = ("bert", "gpt2", "llama")
+#: The largest seed: what numpy and torch both take.
+MAX_SEED = 2**32 - 1
 
 
 @app.command("train", help=_HELP)
@@ -36,13 +47,13 @@ def train_cli(
     config: Optional[Path] = options.config_option(),
     arch: str = typer.Option(..., "--arch", metavar="bert|gpt2|llama", callback=options.one_of("--arch", _ARCH),
                              help="bert: masked-LM encoder; gpt2, llama: causal LMs."),
-    layers: int = typer.Option(..., "--layers", min=1, max=options.MAX_COUNT, metavar="L", help="Layers."),
-    heads: int = typer.Option(..., "--heads", min=1, max=options.MAX_COUNT, metavar="H",
+    layers: int = typer.Option(..., "--layers", min=1, max=MAX_LAYERS, metavar="L", help="Layers."),
+    heads: int = typer.Option(..., "--heads", min=1, max=MAX_HEADS, metavar="H",
                               help="Attention heads per layer (head size = hidden / heads)."),
-    hidden: int = typer.Option(..., "--hidden", min=1, max=options.MAX_COUNT, metavar="D", help="Hidden size."),
-    intermediate: Optional[int] = typer.Option(None, "--intermediate", min=1, max=options.MAX_COUNT, metavar="N",
+    hidden: int = typer.Option(..., "--hidden", min=1, max=MAX_HIDDEN, metavar="D", help="Hidden size."),
+    intermediate: Optional[int] = typer.Option(None, "--intermediate", min=1, max=MAX_INTERMEDIATE, metavar="N",
                                                help="MLP width (default 4 x hidden)."),
-    kv_heads: Optional[int] = typer.Option(None, "--kv-heads", min=1, max=options.MAX_COUNT, metavar="N",
+    kv_heads: Optional[int] = typer.Option(None, "--kv-heads", min=1, max=MAX_HEADS, metavar="N",
                                            help="Key/value heads of Llama's grouped-query attention (default: heads)."),
     init: str = typer.Option("independent", "--init", metavar="SCHEME",
                              help="independent, identical or identical+noise:EPS."),
@@ -50,15 +61,17 @@ def train_cli(
                                             help="Dropout on attention probabilities (0 keeps identical heads equal)."),
     hidden_dropout: float = typer.Option(0.0, "--hidden-dropout", min=0.0, max=1.0, metavar="P",
                                          help="Every other dropout (embeddings, residual, MLP); none in Llama."),
-    seed: int = typer.Option(0, "--seed", min=0, metavar="S", help="Seed of the initialisation and of dropout."),
-    data_seed: int = typer.Option(0, "--data-seed", min=0, metavar="S", help="Seed of the data order and masks."),
-    steps: int = typer.Option(1000, "--steps", min=1, max=options.MAX_COUNT, metavar="N", help="Optimizer steps."),
-    batch_size: int = typer.Option(32, "--batch-size", min=1, max=options.MAX_COUNT, help="Blocks per step."),
-    seq_len: int = typer.Option(64, "--seq-len", min=4, max=options.MAX_COUNT, metavar="N",
+    seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, metavar="S",
+                             help="Seed of the initialisation and of dropout."),
+    data_seed: int = typer.Option(0, "--data-seed", min=0, max=MAX_SEED, metavar="S",
+                                  help="Seed of the data order and masks."),
+    steps: int = typer.Option(1000, "--steps", min=1, max=MAX_STEPS, metavar="N", help="Optimizer steps."),
+    batch_size: int = typer.Option(32, "--batch-size", min=1, max=MAX_BATCH_SIZE, help="Blocks per step."),
+    seq_len: int = typer.Option(64, "--seq-len", min=4, max=MAX_SEQ_LEN, metavar="N",
                                 help="Tokens per block (and the model's largest position)."),
     learning_rate: float = typer.Option(1e-3, "--learning-rate", min=0.0, metavar="LR",
                                         help="Peak AdamW learning rate (linear decay to 0)."),
-    warmup: int = typer.Option(0, "--warmup", min=0, max=options.MAX_COUNT, metavar="N", help="Warm-up steps."),
+    warmup: int = typer.Option(0, "--warmup", min=0, max=MAX_STEPS, metavar="N", help="Warm-up steps."),
     weight_decay: float = typer.Option(0.0, "--weight-decay", min=0.0, metavar="W", help="AdamW weight decay."),
     tokenizer: str = typer.Option("train:4000", "--tokenizer", metavar="train:VOCAB|MODEL",
                                   help="train:VOCAB trains one on the training text; else a base model's."),

@@ -13,7 +13,8 @@ from probes.cli._app import app
 
 @app.command("verify")
 def verify_cli(
-    store: Path = typer.Argument(..., help="Attention store folder (written by `probes extract`)."),
+    store: Path = typer.Argument(..., help="Attention store folder (written by `probes extract`).",
+                                 parser=options.path_parser("STORE", "a folder path")),
     config: Optional[Path] = options.config_option(),
 ) -> None:
     """Check every shard of an attention store against its manifest (file sizes and sha256).

@@ -189,6 +189,10 @@ def _raw_documents(path: str) -> Iterator[_RawDoc]:
             done = reader.line(lineno, text)
             if done is not None:
                 yield done
+        if block.bad_line is not None and block.bad_line >= block.line + len(block.lines):  # an over-long block
+            reader.fail(block.bad_line, block.bad_reason or "over-long sentence")
+            if reader.doc is None:
+                raise FormatError(block.bad_reason or "over-long sentence", path=path, line=block.bad_line)
         reader.end_sentence()
     if reader.doc is not None:
         raise FormatError(f"document '{reader.doc.doc_id}': expected '#end document', found the end of the file",

@@ -6,7 +6,11 @@ package's own parsers (``parse_comment_line``, ``parse_id_value``,
 ``parse_int_value``); token lines are split on tabs here rather than by
 ``conllu.parse_line``, which also splits on runs of two spaces and silently
 accepts too many or too few columns. Multiword-token ranges (``3-4``) and empty
-nodes (``8.1``) are checked and skipped; the syntactic words are kept.
+nodes (``8.1``) are checked and skipped; the syntactic words are kept. As in UD's own
+validator, a range spans two words or more, sits right before its first word, overlaps
+no other range and ends by the sentence's last word; an empty node ``n.k`` sits after
+word ``n`` (and before a range that starts at word ``n+1``), numbered ``n.1``, ``n.2``...
+Numbers in ids and heads are held to :data:`MAX_DIGITS` digits before Python reads them.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
+from typing import Any
 
 from conllu.exceptions import ParseException
 from conllu.parser import parse_comment_line, parse_id_value, parse_int_value
@@ -39,6 +44,12 @@ __all__ = [
 N_COLUMNS = 10
 COLUMNS = tuple("ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC".split())
 CONLLX_COLUMNS = tuple("ID FORM LEMMA CPOSTAG POSTAG FEATS HEAD DEPREL PHEAD PDEPREL".split())
+
+#: The most digits read in a number of an ID or HEAD field: far past any sentence's length, far below what
+#: Python refuses to convert (4,300 digits).
+MAX_DIGITS = 9
+_NUMBER = re.compile(r"[0-9]+")
+_RANGE = re.compile(r"(0|[1-9][0-9]*)-(0|[1-9][0-9]*)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,18 +122,28 @@ def _no_control(text: str, *, sent_id: str, path: str | None, lineno: int, conll
     )
 
 
-def _id_kind(tid: str, n_words: int, *, sent_id: str, path: str | None, lineno: int, conllx: bool) -> str:
-    """What ID ``tid`` is: ``"word"`` (the next syntactic word), ``"range"`` (3-4) or ``"empty"`` (8.1)."""
+def _too_long(text: str) -> bool:
+    """True if a run of digits in ``text`` is longer than :data:`MAX_DIGITS`."""
+    return any(len(run) > MAX_DIGITS for run in _NUMBER.findall(text))
+
+
+def _id_kind(tid: str, n_words: int, *, sent_id: str, path: str | None, lineno: int,
+             conllx: bool) -> tuple[str, int, int]:
+    """What ID ``tid`` is: ``("word", n, 0)`` (the next syntactic word), ``("range", a, b)`` (``a-b``) or
+    ``("empty", n, k)`` (``n.k``)."""
+    if _too_long(tid):
+        raise FormatError(f"sentence '{sent_id}': expected word id {n_words + 1} (or a range or empty node), "
+                          f"found {shown(tid)!r}, a number of more than {MAX_DIGITS} digits", path=path, line=lineno)
     if not (tid.isascii() and tid.isdigit()):
         if conllx:
-            raise FormatError(
-                f"sentence '{sent_id}': expected an integer word id, found {tid!r}",
-                path=path,
-                line=lineno,
-            )
+            raise FormatError(f"sentence '{sent_id}': expected an integer word id, found {tid!r}", path=path,
+                              line=lineno)
         try:
             parsed = parse_id_value(tid)
         except ParseException as err:
+            backwards = _RANGE.fullmatch(tid)  # 0-1 or 4-3: refused by range checks with a clearer message
+            if backwards:
+                return "range", int(backwards.group(1)), int(backwards.group(2))
             raise FormatError(
                 f"sentence '{sent_id}': expected a word id (7), range (7-8) or empty node "
                 f"(7.1), found {tid!r}",
@@ -130,18 +151,75 @@ def _id_kind(tid: str, n_words: int, *, sent_id: str, path: str | None, lineno: 
                 line=lineno,
             ) from err
         if isinstance(parsed, tuple):  # multiword-token range or empty node: not a syntactic word
-            return "empty" if parsed[1] == "." else "range"
+            return ("empty" if parsed[1] == "." else "range"), parsed[0], parsed[2]
     if not (tid.isascii() and tid.isdigit()) or int(tid) != n_words + 1:
-        raise FormatError(
-            f"sentence '{sent_id}': expected word id {n_words + 1}, found {tid!r}",
-            path=path,
-            line=lineno,
-        )
-    return "word"
+        raise FormatError(f"sentence '{sent_id}': expected word id {n_words + 1}, found {tid!r}", path=path,
+                          line=lineno)
+    return "word", n_words + 1, 0
+
+
+class _NodeOrder:
+    """Checks the order of a sentence's multiword-token ranges and empty nodes as the lines come.
+
+    Attributes:
+        last_range: ``(first word, last word, line)`` of the latest range, or None.
+        next_empty: the ``k`` the next empty node after the current word must have.
+    """
+
+    def __init__(self, sent_id: str, path: str | None) -> None:
+        self.sent_id = sent_id
+        self.path = path
+        self.last_range: tuple[int, int, int] | None = None
+        self.next_empty = 1
+
+    def _error(self, lineno: int, message: str) -> FormatError:
+        return FormatError(f"sentence '{self.sent_id}': {message}", path=self.path, line=lineno)
+
+    def word(self) -> None:
+        """A syntactic word was read."""
+        self.next_empty = 1
+
+    def range(self, first: int, last: int, n_words: int, lineno: int) -> None:
+        """A range ``first-last`` read after ``n_words`` words."""
+        tid = f"{first}-{last}"
+        if first < 1:
+            raise self._error(lineno, f"expected a multiword token range of words numbered from 1, found {tid!r}")
+        if last <= first:
+            raise self._error(lineno, f"expected a multiword token range of two words or more (such as "
+                              f"{first}-{first + 1}), found {tid!r}")
+        if self.last_range is not None and first <= self.last_range[1]:
+            a, b, line = self.last_range
+            raise self._error(lineno, f"expected multiword token ranges that do not overlap, found {tid!r} "
+                              f"overlapping the range '{a}-{b}' at line {line}")
+        if first != n_words + 1:
+            raise self._error(lineno, f"expected the multiword token range {tid!r} right before its first word "
+                              f"{first}, found it after word {n_words}")
+        self.last_range = (first, last, lineno)
+
+    def empty(self, word: int, k: int, n_words: int, lineno: int) -> None:
+        """An empty node ``word.k`` read after ``n_words`` words."""
+        pending = self.last_range is not None and self.last_range[0] == n_words + 1
+        if word != n_words or k != self.next_empty or pending:
+            after = (f", before the multiword token range '{self.last_range[0]}-{self.last_range[1]}'"
+                     if pending and self.last_range is not None else "")
+            raise self._error(lineno, f"expected empty node {n_words}.{self.next_empty} (after word {n_words}"
+                              f"{after}), found '{word}.{k}'")
+        self.next_empty += 1
+
+    def end(self, n_words: int) -> None:
+        """The sentence's words are all read: the last range must end by the last word."""
+        if self.last_range is not None and self.last_range[1] > n_words:
+            a, b, line = self.last_range
+            raise self._error(line, f"expected the multiword token range '{a}-{b}' to end by the sentence's "
+                              f"last word {n_words}, found it extending past it")
 
 
 def _head(head_text: str, tid: str, *, sent_id: str, path: str | None, lineno: int) -> int:
     """The HEAD field as an integer."""
+    if _too_long(head_text):
+        raise AnnotationError(f"sentence '{sent_id}': expected the head of word {tid} to be a word of the "
+                              f"sentence, found {shown(head_text)!r}, a number of more than {MAX_DIGITS} digits",
+                              path=path, line=lineno)
     if head_text.isascii() and head_text.isdigit():
         return int(head_text)
     try:
@@ -160,6 +238,41 @@ def _head(head_text: str, tid: str, *, sent_id: str, path: str | None, lineno: i
             line=lineno,
         )
     return value
+
+
+def _node_lines(block: Block, *, sent_id: str, conllx: bool) -> tuple[
+        list[list[str]], list[int], list[int], list[tuple[int, int, str]]]:
+    """The block's word lines checked in order: each word's fields (HEAD as given), heads and file lines, and
+    ``(words before, line, MISC)`` of each empty node; ranges and empty nodes are checked and left out."""
+    path = block.path
+    rows: list[list[str]] = []
+    heads: list[int] = []
+    lines: list[int] = []
+    empty: list[tuple[int, int, str]] = []
+    order = _NodeOrder(sent_id, path)
+    for offset, text in enumerate(block.lines):
+        if text.startswith("#"):
+            continue
+        lineno = block.line + offset
+        where: dict[str, Any] = {"sent_id": sent_id, "path": path, "lineno": lineno}
+        cols = _columns(text, conllx=conllx, **where)
+        kind, first, second = _id_kind(cols[0], len(rows), conllx=conllx, **where)
+        if kind == "range":
+            order.range(first, second, len(rows), lineno)
+            continue
+        if kind == "empty":  # keep its MISC for coreference
+            order.empty(first, second, len(rows), lineno)
+            empty.append((len(rows), lineno, cols[9]))
+            continue
+        order.word()
+        heads.append(_head(cols[6], cols[0], **where))
+        rows.append(cols)
+        lines.append(lineno)
+    if not rows:
+        raise FormatError(f"sentence '{sent_id}': expected word lines, found only comments or ranges", path=path,
+                          line=block.line)
+    order.end(len(rows))
+    return rows, heads, lines, empty
 
 
 def parse_block(
@@ -191,33 +304,10 @@ def parse_block(
     if comments is None:
         comments = _comments(block)
     conllx = fmt == "conllx"
-    rows: list[list[str]] = []  # the word lines' fields, HEAD as given
-    heads: list[int] = []
-    lines: list[int] = []
-    empty: list[tuple[int, int, str]] = []
     if CONTROL.search("\n".join(block.lines)):  # rare: find the line and field
         for offset, text in enumerate(block.lines):
             _no_control(text, sent_id=sent_id, path=path, lineno=block.line + offset, conllx=conllx)
-    for offset, text in enumerate(block.lines):
-        if text.startswith("#"):
-            continue
-        lineno = block.line + offset
-        where = {"sent_id": sent_id, "path": path, "lineno": lineno}
-        cols = _columns(text, conllx=conllx, **where)
-        kind = _id_kind(cols[0], len(rows), conllx=conllx, **where)
-        if kind == "empty":  # keep its MISC for coreference
-            empty.append((len(rows), lineno, cols[9]))
-        if kind != "word":
-            continue
-        heads.append(_head(cols[6], cols[0], **where))
-        rows.append(cols)
-        lines.append(lineno)
-    if not rows:
-        raise FormatError(
-            f"sentence '{sent_id}': expected word lines, found only comments or ranges",
-            path=path,
-            line=block.line,
-        )
+    rows, heads, lines, empty = _node_lines(block, sent_id=sent_id, conllx=conllx)
     check_tree(heads, sent_id=sent_id, path=path, lines=lines, first_line=lines[0])
     meta = dict(comments)
     fields = list(zip(*rows))  # per column, every word's value

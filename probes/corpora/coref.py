@@ -20,6 +20,15 @@ the document, are merged into one entry whose parts keep file order.
 The mention head is computed from the dependency tree: among the mention's words
 whose syntactic head lies outside the mention (or is ROOT), the one closest to the
 root of its sentence; ties go to the leftmost word.
+
+A bridging link listed twice for the same anaphor mention (``Bridge=e2<e3,e2<e3``, or
+``Bridge=`` written twice in one MISC) is one link: it is counted once and noted in
+``ReadReport.dropped`` (and the log). The same pair on two different mentions is two links.
+A node holds one ``Entity=``; the parts of a discontinuous mention come in order. Work and
+memory stay bounded by the file's size: at most :data:`MAX_CHUNKS` brackets and links on a
+node, and mentions covering at most :data:`MENTION_WORDS_PER_WORD` words per word of the
+document (plus :data:`MENTION_WORDS_FLOOR`), so brackets nested thousands deep in a small
+file are refused rather than expanded.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ from os import PathLike
 from pathlib import Path
 
 from probes.corpora.conllu import ParsedBlock, iter_results
+from probes.corpora.integrity import shown
 from probes.corpora.readreport import ReadReport, check_on_error
 from probes.corpora.validate import tree_depths
 from probes.corpora.types import Bridge, Document, Mention, Sentence, SplitAntecedent
@@ -43,9 +53,19 @@ __all__ = ["read_corefud", "build_document", "document_heads", "parse_entity_chu
 DEFAULT_FIELDS = "eid-etype-head-other"
 #: Opening-chunk fields that give word positions inside the mention (1-based; GUM's ``minspan`` may list several).
 HEAD_FIELDS = ("head", "minspan")
-_POSITIONS = re.compile(r"\d+(,\d+)*")
+_POSITIONS = re.compile(r"[0-9]{1,9}(,[0-9]{1,9})*")
 _CHUNK = re.compile(r"\([^()]+\)?|[^()]+\)")
-_PART = re.compile(r"^(.+)\[(\d+)/(\d+)\]$")
+_PART = re.compile(r"^(.+)\[([0-9]+)/([0-9]+)\]$")
+#: The most Entity brackets, or bridging / split-antecedent links, on one node (GUM has fewer than 10).
+MAX_CHUNKS = 1_000
+#: The most digits in the ``k`` and ``n`` of a discontinuous part ``[k/n]``.
+MAX_PART_DIGITS = 6
+#: Mentions may cover at most this many words per word of the document so far, plus
+#: :data:`MENTION_WORDS_FLOOR` (GUM: under 2 per word): deeper nesting is refused, not expanded.
+MENTION_WORDS_PER_WORD = 100
+MENTION_WORDS_FLOOR = 100_000
+#: The ``ReadReport.dropped`` entry of a bridging link listed again for the same anaphor mention.
+REPEATED_BRIDGE = "repeated bridging links (counted once)"
 
 
 def parse_entity_chunks(value: str) -> list[str]:
@@ -57,12 +77,17 @@ def parse_entity_chunks(value: str) -> list[str]:
 
 
 def _links(state: _DocState, misc: str, key: str, line: int, sent_id: str) -> list[tuple[str, str]]:
-    """The ``antecedent<anaphor`` pairs of a ``Bridge=`` or ``SplitAnte=`` MISC value (comma-separated)."""
-    value = _misc_get(misc, key)
-    if not value:
+    """The ``antecedent<anaphor`` pairs of a node's ``Bridge=`` or ``SplitAnte=`` MISC values (comma-separated;
+    a key written twice adds its links)."""
+    values = _misc_values(misc, key)
+    if not values:
         return []
+    links = ",".join(values).split(",")
+    if len(links) > MAX_CHUNKS:
+        raise _error(state, line, sent_id, f"expected at most {MAX_CHUNKS:,} {key} links on a word, found "
+                     f"{len(links):,}")
     pairs = []
-    for link in value.split(","):
+    for link in links:
         ante, sep, ana = link.partition("<")
         if not sep or not ante or not ana:
             raise _error(state, line, sent_id, f"expected {key}=antecedent<anaphor, found {link!r}")
@@ -73,12 +98,18 @@ def _links(state: _DocState, misc: str, key: str, line: int, sent_id: str) -> li
     return pairs
 
 
-def _misc_get(misc: str, key: str) -> str | None:
+def _misc_values(misc: str, key: str) -> list[str]:
+    """Every value of ``key=`` in a MISC field, in order."""
     prefix = key + "="
-    for item in misc.split("|"):
-        if item.startswith(prefix):
-            return item[len(prefix) :]
-    return None
+    return [item[len(prefix) :] for item in misc.split("|") if item.startswith(prefix)]
+
+
+def _entity_value(state: _DocState, misc: str, line: int, sent_id: str) -> str | None:
+    """The node's one ``Entity=`` value, or None; two are refused (which brackets come first is unknown)."""
+    values = _misc_values(misc, "Entity")
+    if len(values) > 1:
+        raise _error(state, line, sent_id, f"expected one Entity= in MISC, found {len(values)}")
+    return values[0] if values else None
 
 
 def tree_head(words: Sequence[int], doc_heads: Sequence[int], depth: Sequence[int]) -> int:
@@ -109,6 +140,8 @@ class _Mention:
     line: int
     sent_id: str
     n_parts: int = 1
+    opened: int = 1  # parts opened so far: part ``opened + 1`` comes next, once all of them closed
+    closed: int = 0  # parts closed so far
     parts: list[tuple[int, int]] = field(default_factory=list)
 
 
@@ -135,6 +168,9 @@ class _DocState:
     split_ante: list[tuple[str, str, int]] = field(default_factory=list)
     empties: list[int] = field(default_factory=list)  # offset of the word after each empty node, in order
     dropped: int = 0
+    bridge_keys: set[tuple[str, str, int]] = field(default_factory=set)  # ante, ana, offset of each link kept
+    repeated: list[tuple[str, int]] = field(default_factory=list)  # link, line of each repeated bridging link
+    mention_words: int = 0  # words covered by the mentions so far, counted with repeats
 
 
 def _error(state: _DocState, line: int, sent_id: str, msg: str) -> AnnotationError:
@@ -168,46 +204,14 @@ def _walk_entity(
     try:
         chunks = parse_entity_chunks(value)
     except ValueError:
-        raise _error(
-            state,
-            line,
-            sent_id,
-            f"expected Entity brackets such as '(1-person', '1)' or '(1-person)', found {value!r}",
-        ) from None
+        raise _error(state, line, sent_id, "expected Entity brackets such as '(1-person', '1)' or '(1-person)', "
+                     f"found {shown(value)!r}") from None
+    if len(chunks) > MAX_CHUNKS:
+        raise _error(state, line, sent_id, f"expected at most {MAX_CHUNKS:,} Entity brackets on a node, "
+                     f"found {len(chunks):,}")
     for chunk in chunks:
         if chunk.startswith("("):
-            single = chunk.endswith(")")
-            eid, named = _open_fields(state, chunk[1:-1] if single else chunk[1:])
-            k, n = 1, 1
-            m = _PART.match(eid)
-            if m:
-                eid, k, n = m.group(1), int(m.group(2)), int(m.group(3))
-                if not 1 <= k <= n:
-                    raise _error(
-                        state,
-                        line,
-                        sent_id,
-                        f"expected a part [k/n] with 1 <= k <= n, found {chunk!r}",
-                    )
-            if k == 1:
-                mention = _Mention(eid, named, line, sent_id, n_parts=n)
-                if n > 1:
-                    partial[eid].append(mention)
-            elif partial.get(eid):
-                mention = partial[eid][-1]
-            else:
-                raise _error(
-                    state,
-                    line,
-                    sent_id,
-                    f"expected part 1/{n} of a mention of entity {eid} before part "
-                    f"{k}/{n}, found none",
-                )
-            part = _Part(mention, k, here_start)
-            if single:
-                _close(state, part, here_end, partial)
-            else:
-                opened[eid].append(part)
+            _open(state, chunk, here_start, here_end, line, sent_id, opened, partial)
         else:
             eid = chunk[:-1]
             if not opened.get(eid) and "-" in eid:  # legacy closings carrying more fields
@@ -216,30 +220,80 @@ def _walk_entity(
             if m:
                 eid = m.group(1)
             if not opened.get(eid):
-                raise _error(
-                    state,
-                    line,
-                    sent_id,
-                    f"expected an open mention of entity {eid} to close, found the "
-                    f"closing bracket {chunk!r} of a mention never opened",
-                )
+                raise _error(state, line, sent_id, f"expected an open mention of entity {shown(eid)} to close, found "
+                             f"the closing bracket {shown(chunk)!r} of a mention never opened")
             _close(state, opened[eid].pop(), here_end, partial)
+
+
+def _part_numbers(state: _DocState, chunk: str, eid: str, line: int, sent_id: str) -> tuple[str, int, int]:
+    """``(entity, k, n)`` of an opening bracket: part ``[k/n]`` of a discontinuous mention, else ``1/1``."""
+    m = _PART.match(eid)
+    if not m:
+        return eid, 1, 1
+    k_text, n_text = m.group(2), m.group(3)
+    if max(len(k_text), len(n_text)) > MAX_PART_DIGITS or not 1 <= int(k_text) <= int(n_text):
+        raise _error(state, line, sent_id, f"expected a part [k/n] with 1 <= k <= n (at most "
+                     f"{MAX_PART_DIGITS} digits), found {shown(chunk)!r}")
+    return m.group(1), int(k_text), int(n_text)
+
+
+def _open(state: _DocState, chunk: str, here_start: int, here_end: int, line: int, sent_id: str,
+          opened: dict[str, list[_Part]], partial: dict[str, list[_Mention]]) -> None:
+    """Open the mention (or the part of one) of an opening bracket ``(id-...`` or ``(id-...)``."""
+    single = chunk.endswith(")")
+    eid, named = _open_fields(state, chunk[1:-1] if single else chunk[1:])
+    eid, k, n = _part_numbers(state, chunk, eid, line, sent_id)
+    if not eid:
+        raise _error(state, line, sent_id, f"expected an entity id in the Entity bracket, found {shown(chunk)!r}")
+    if k == 1:
+        mention = _Mention(eid, named, line, sent_id, n_parts=n)
+        if n > 1:
+            partial[eid].append(mention)
+    elif partial.get(eid):
+        mention = partial[eid][-1]
+        if n != mention.n_parts or k != mention.opened + 1 or mention.closed != mention.opened:
+            raise _error(state, line, sent_id, f"expected part {mention.opened + 1}/{mention.n_parts} of the "
+                         f"mention of entity {eid} (after part {mention.opened} closed), found {shown(chunk)!r}")
+        mention.opened = k
+    else:
+        raise _error(state, line, sent_id, f"expected part 1/{n} of a mention of entity {eid} before part "
+                     f"{k}/{n}, found none")
+    part = _Part(mention, k, here_start)
+    if single:
+        _close(state, part, here_end, partial)
+    else:
+        opened[eid].append(part)
 
 
 def _close(state: _DocState, part: _Part, end: int, partial: dict[str, list[_Mention]]) -> None:
     """Close one part; a mention is complete when its last part closes."""
     mention = part.mention
+    mention.closed += 1
     if part.start <= end:  # empty when opened and closed around empty nodes only
         mention.parts.append((part.start, end))
     if part.k < mention.n_parts:
         return
-    if mention.n_parts > 1 and partial.get(mention.entity):
-        partial[mention.entity].remove(mention)
+    if mention.n_parts > 1:  # its parts came in order: it is pending, most often the latest one
+        pending = partial[mention.entity]
+        index = len(pending) - 1 if pending[-1] is mention else next(i for i, m in enumerate(pending) if m is mention)
+        del pending[index]
     if mention.parts:
+        _check_size(state, mention, end)
         _check_head_fields(state, mention)
         state.raw.append((mention.entity, mention.parts, mention.fields, mention.line))
     else:
         state.dropped += 1
+
+
+def _check_size(state: _DocState, mention: _Mention, end: int) -> None:
+    """Raise if the mentions so far cover more words than :data:`MENTION_WORDS_PER_WORD` per word read."""
+    state.mention_words += sum(z - a + 1 for a, z in mention.parts)
+    bound = MENTION_WORDS_PER_WORD * (end + 1) + MENTION_WORDS_FLOOR
+    if state.mention_words > bound:
+        raise _error(state, mention.line, mention.sent_id,
+                     f"expected mentions covering at most {MENTION_WORDS_PER_WORD} words per word of the document "
+                     f"(+{MENTION_WORDS_FLOOR:,}), found {state.mention_words:,} words in mentions by word "
+                     f"{end + 1} (the mention of entity {mention.entity} opened here; brackets nested too deep?)")
 
 
 def _check_head_fields(state: _DocState, mention: _Mention) -> None:
@@ -286,6 +340,17 @@ def document_heads(sentences: Sequence[Sentence]) -> tuple[list[int], list[int],
     return starts, doc_heads, depth
 
 
+def _add_bridge(state: _DocState, ante: str, ana: str, offset: int, line: int) -> None:
+    """Keep a bridging link once: the same antecedent entity for the anaphor mention at ``offset`` again is
+    noted (``state.repeated``), not kept."""
+    key = (ante, ana, offset)
+    if key in state.bridge_keys:
+        state.repeated.append((f"{ante}<{ana}", line))
+        return
+    state.bridge_keys.add(key)
+    state.bridges.append((ante, ana, offset, line))
+
+
 def _walk_sentence(state: _DocState, block: ParsedBlock, base: int, opened: dict[str, list[_Part]],
                    partial: dict[str, list[_Mention]]) -> None:
     """Apply the MISC annotations of one sentence's words and empty nodes, in order."""
@@ -296,7 +361,7 @@ def _walk_sentence(state: _DocState, block: ParsedBlock, base: int, opened: dict
     for k in range(n + 1):
         while nxt is not None and nxt[0] == k:  # empty nodes sitting before word k+1
             state.empties.append(base + k)
-            value = _misc_get(nxt[2], "Entity")
+            value = _entity_value(state, nxt[2], nxt[1], sent.sent_id)
             if value:
                 _walk_entity(state, value, here_start=base + k, here_end=base + k - 1, line=nxt[1],
                              sent_id=sent.sent_id, opened=opened, partial=partial)
@@ -307,12 +372,12 @@ def _walk_sentence(state: _DocState, block: ParsedBlock, base: int, opened: dict
         if "=" not in misc:
             continue
         line = block.word_lines[k]
-        value = _misc_get(misc, "Entity")
+        value = _entity_value(state, misc, line, sent.sent_id)
         if value:
             _walk_entity(state, value, here_start=base + k, here_end=base + k, line=line, sent_id=sent.sent_id,
                          opened=opened, partial=partial)
         for ante, ana in _links(state, misc, "Bridge", line, sent.sent_id):
-            state.bridges.append((ante, ana.split(":", 1)[0], base + k, line))
+            _add_bridge(state, ante, ana.split(":", 1)[0], base + k, line)
         for ante, ana in _links(state, misc, "SplitAnte", line, sent.sent_id):
             state.split_ante.append((ante, ana, line))
 
@@ -372,23 +437,23 @@ def _check_entities(state: _DocState, by_entity: dict[str, list[Mention]], link:
 
 
 def _bridges(state: _DocState, by_entity: dict[str, list[Mention]]) -> list[Bridge]:
-    """Each ``Bridge=`` link: the anaphor mention at its word and the closest antecedent mention before."""
+    """Each ``Bridge=`` link: the anaphor mention at its word and the closest antecedent mention before.
+
+    Mentions are found by bisection over each entity's sorted starts, so many links cost no more than
+    many lookups.
+    """
+    starts = {eid: [m.start for m in ms] for eid, ms in by_entity.items()}
     bridges: list[Bridge] = []
     for ante, ana, offset, line in state.bridges:
         _check_entities(state, by_entity, (ante, ana), line, "bridging", "Bridge")
-        anaphors = [m for m in by_entity[ana] if m.start == offset]
-        if not anaphors:
-            raise AnnotationError(
-                f"document '{state.doc_id}': expected a mention of entity {ana} starting at the word "
-                f"with Bridge={ante}<{ana}, found none",
-                path=state.path,
-                line=line,
-            )
-        anaphor = anaphors[0]  # the longest one starting here (mentions are sorted)
-        before = [m for m in by_entity[ante] if m.start < anaphor.start]
-        if before:
-            last = max(m.start for m in before)
-            antecedent = next(m for m in before if m.start == last)
+        at = bisect_left(starts[ana], offset)
+        if at == len(starts[ana]) or starts[ana][at] != offset:
+            raise AnnotationError(f"document '{state.doc_id}': expected a mention of entity {ana} starting at the "
+                                  f"word with Bridge={ante}<{ana}, found none", path=state.path, line=line)
+        anaphor = by_entity[ana][at]  # the longest one starting here (mentions are sorted)
+        before = bisect_left(starts[ante], anaphor.start)
+        if before:  # the longest of the mentions that start last before the anaphor
+            antecedent = by_entity[ante][bisect_left(starts[ante], starts[ante][before - 1])]
         else:
             antecedent = by_entity[ante][0]
         bridges.append(Bridge(anaphor=anaphor, antecedent_entity=ante, antecedent=antecedent))
@@ -397,13 +462,18 @@ def _bridges(state: _DocState, by_entity: dict[str, list[Mention]]) -> list[Brid
 
 def _split_antecedents(state: _DocState, by_entity: dict[str, list[Mention]]) -> tuple[SplitAntecedent, ...]:
     """The ``SplitAnte=`` links merged per anaphor entity, parts in file order."""
-    split_parts: dict[str, list[str]] = {}  # anaphor entity -> parts, both in file order
+    split_parts: dict[str, dict[str, None]] = {}  # anaphor entity -> parts (an ordered set), both in file order
     for ante, ana, line in state.split_ante:
         _check_entities(state, by_entity, (ante, ana), line, "split-antecedent", "SplitAnte")
-        parts = split_parts.setdefault(ana, [])
-        if ante not in parts:
-            parts.append(ante)
+        split_parts.setdefault(ana, {})[ante] = None
     return tuple(SplitAntecedent(ana, tuple(p)) for ana, p in split_parts.items())
+
+
+def _note_repeats(state: _DocState, report: ReadReport) -> None:
+    """Note each bridging link listed again for the same anaphor mention (kept once)."""
+    for link, line in state.repeated:
+        report.note(REPEATED_BRIDGE, f"document '{state.doc_id}': bridging link Bridge={link} listed again for "
+                    "the same anaphor mention; counted once", path=state.path, line=line)
 
 
 def build_document(
@@ -440,6 +510,7 @@ def build_document(
         by_entity[m.entity].append(m)
     bridges = _bridges(state, by_entity)
     split_antecedents = _split_antecedents(state, by_entity)
+    _note_repeats(state, report if report is not None else ReadReport())
     if report is not None and state.dropped:
         report.dropped["mentions of empty nodes only (no word)"] += state.dropped
     return Document(

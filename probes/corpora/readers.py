@@ -12,6 +12,7 @@ from probes.corpora.readreport import ReadReport, check_on_error
 from probes.corpora.registry import is_registry_name, resolve_treebank
 from probes.corpora.types import Document, Sentence
 from probes.errors import ConfigError
+from probes.safe_read import regular_file
 
 __all__ = ["read_treebank", "read_documents"]
 
@@ -37,6 +38,7 @@ def read_treebank(
         **options: passed to the format's reader (e.g. ``pipeline=`` for conll2012).
 
     Raises:
+        InputError: ``path`` is not a regular file (no such file, a folder, a device, a named pipe).
         FormatError, AnnotationError: ``path:line: ...`` for malformed input.
     """
     check_on_error(on_error)
@@ -82,8 +84,12 @@ def read_documents(
 
 
 def _resolve(path: str | PathLike[str]) -> str | PathLike[str]:
-    """A registry name (``sample:dev``, ``ud:en_ewt:dev``) as its local file; any other path as given."""
-    return resolve_treebank(path) if is_registry_name(path) else path
+    """A registry name (``sample:dev``, ``ud:en_ewt:dev``) as its local file; any other path as given, once
+    it is known to be a regular file (a folder, ``/dev/zero`` or a named pipe is refused here, when the
+    reader is called, before anything is opened)."""
+    path = resolve_treebank(path) if is_registry_name(path) else path
+    regular_file(path, what="a corpus file")
+    return path
 
 
 def _no_options(fmt: str, options: dict[str, Any]) -> None:

@@ -7,7 +7,7 @@ import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 
-from probes.errors import InputError, SkippedItemWarning
+from probes.errors import InputError, SkippedItemWarning, located
 from probes.results import Result
 
 __all__ = ["ReadReport", "check_on_error"]
@@ -33,7 +33,7 @@ class ReadReport(Result):
         documents: documents yielded (document readers only).
         skipped: the errors of the sentences (or documents) skipped, in file order.
         dropped: things read but not kept, by kind (e.g. mentions made only of
-            empty nodes), with counts.
+            empty nodes, a bridging link listed twice and counted once), with counts.
     """
 
     sentences: int = 0
@@ -56,6 +56,11 @@ class ReadReport(Result):
         self.skipped.append(err)
         logger.warning("skipped: %s", err)
         warnings.warn(f"skipped: {err}", SkippedItemWarning, stacklevel=3)
+
+    def note(self, kind: str, message: str, *, path: str | None = None, line: int | None = None) -> None:
+        """Count something read but not kept as given (``dropped[kind]``: a repeat merged, say) and log where."""
+        self.dropped[kind] += 1
+        logger.warning("note: %s", located(path, line, message))
 
     def summary(self) -> str:
         """One line: what was read and what was skipped, by reason."""

@@ -13,6 +13,11 @@ so, and every later use is checked against it.
 Offline, :func:`add_to_cache` (``probes data add``) fills the cache from local files: a file is
 copied in after its sha256 is checked against the registry's, or, for an entry without one, its
 hash is recorded as a first download's would be. A cached file is then used with no network.
+
+Every file read here comes from outside and is read by :mod:`probes.safe_read`: the registry and the cache's
+``checksums.json`` (regular files, bounded, JSON of the expected shape), and a local copy handed to
+:func:`add_to_cache` (a regular file of at most :data:`MAX_TREEBANK_BYTES`: a device, a pipe or a huge file is
+refused in one line before a byte is hashed).
 """
 
 from __future__ import annotations
@@ -26,11 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from probes.errors import ConfigError, InputError
 from probes.checksum import file_sha256
+from probes.errors import ConfigError, InputError
+from probes.safe_read import file_size, load_json, regular_file
 
 __all__ = ["REGISTRY_PATH", "SAMPLE_DIR", "SAMPLE_SPLITS", "CachedFile", "load_registry", "cache_dir",
-           "fetch_treebank", "add_to_cache", "cache_status", "sample_path", "resolve_treebank", "is_registry_name"]
+           "fetch_treebank", "add_to_cache", "cache_status", "sample_path", "resolve_treebank", "is_registry_name",
+           "MAX_TREEBANK_BYTES"]
 
 logger = logging.getLogger("probes")
 
@@ -40,17 +47,43 @@ REGISTRY_PATH = Path(__file__).resolve().parent / "registry.json"
 SAMPLE_DIR = Path(__file__).resolve().parent / "sample"
 SAMPLE_SPLITS = ("dev", "test")
 _TOFU = "checksums.json"
+#: The largest treebank file :func:`add_to_cache` copies into the cache (4 GiB: far above any UD treebank file,
+#: the largest of which hold a few hundred MB), so a huge or endless file is refused before it is hashed.
+MAX_TREEBANK_BYTES = 4 << 30
+#: The largest registry or ``checksums.json`` read (both hold a few KB).
+_MAX_JSON_BYTES = 4 << 20
 
 
 def load_registry(path: str | Path | None = None) -> dict[str, Any]:
-    """The registry as a dict (``{"treebanks": {name: {"files": {split: {url, sha256}}}}}``)."""
+    """The registry as a dict (``{"treebanks": {name: {"files": {split: {url, sha256}}}}}``).
+
+    Raises:
+        ConfigError: the file is missing, not a regular file, too large, not JSON, or not of that shape (the
+            message names the file and the entry).
+    """
     path = Path(path) if path is not None else REGISTRY_PATH
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such file (the treebank registry)")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"not valid JSON: {exc.msg}", path=path, line=exc.lineno) from exc
+        registry = load_json(path, what="the treebank registry (JSON)", max_bytes=_MAX_JSON_BYTES)
+    except InputError as exc:
+        raise ConfigError(exc.reason, path=path, line=exc.line) from None
+    _check_registry(registry, path)
+    return registry
+
+
+def _check_registry(registry: Any, path: Path) -> None:
+    """Refuse a registry not of the shape ``{"treebanks": {NAME: {"files": {SPLIT: {"url": URL, ...}}}}}``."""
+    banks = registry.get("treebanks") if isinstance(registry, dict) else None
+    if not isinstance(banks, dict):
+        raise ConfigError('expected a JSON object with a "treebanks" object, found none', path=path)
+    for name, bank in banks.items():
+        files = bank.get("files") if isinstance(bank, dict) else None
+        if not isinstance(files, dict):
+            raise ConfigError(f'treebanks.{name}: expected an object with a "files" object', path=path)
+        for split, entry in files.items():
+            if not (isinstance(entry, dict) and isinstance(entry.get("url"), str) and entry["url"].strip("/")
+                    and isinstance(entry.get("sha256") or "", str)):
+                raise ConfigError(f'treebanks.{name}.files.{split}: expected an object with a "url" string (and a '
+                                  f'"sha256" string), found {json.dumps(entry)[:80]}', path=path)
 
 
 def cache_dir() -> Path:
@@ -99,8 +132,24 @@ def _entry(registry: Mapping[str, Any], name: str, split: str) -> Mapping[str, A
 
 
 def _recorded(tofu_path: Path) -> dict[str, str]:
-    """The hashes recorded at first use (``checksums.json`` of a treebank's cache folder)."""
-    return json.loads(tofu_path.read_text(encoding="utf-8")) if tofu_path.is_file() else {}
+    """The hashes recorded at first use (``checksums.json`` of a treebank's cache folder; none when absent).
+
+    Raises:
+        InputError: the file is not a regular file, too large, not JSON or not an object of url -> sha256
+            strings (named, with how to start afresh).
+    """
+    if not os.path.lexists(tofu_path):
+        return {}
+    try:
+        recorded = load_json(tofu_path, what="the cache's recorded checksums (JSON)", max_bytes=_MAX_JSON_BYTES)
+    except InputError as exc:
+        raise InputError(f"{exc.reason}; delete it (and the files beside it) to start afresh", path=tofu_path,
+                         line=exc.line) from None
+    if not isinstance(recorded, dict) or not all(isinstance(v, str) for v in recorded.values()):
+        raise InputError("expected a JSON object of url -> sha256 strings, found "
+                         f"{type(recorded).__name__ if not isinstance(recorded, dict) else 'other values'}; delete "
+                         "it (and the files beside it) to start afresh", path=tofu_path)
+    return recorded
 
 
 def _record(tofu_path: Path, url: str, digest: str) -> None:
@@ -218,21 +267,50 @@ def add_to_cache(spec: str, source: str | Path, *, registry: Mapping[str, Any] |
     files = _files(registry, name)
     splits = [split] if split is not None else sorted(files)
     entries = {s: _entry(registry, name, s) for s in splits}
-    source = Path(source)
-    if not source.exists():
+    source = Path(_no_nul(source, "a treebank file or folder"))
+    if not os.path.lexists(source):
         raise InputError(f"{source}: no such file or folder")
-    if source.is_dir():
+    if _is_folder(source):
         found = {s: source / e["url"].rsplit("/", 1)[-1] for s, e in entries.items()}
-        found = {s: p for s, p in found.items() if p.is_file()}
+        found = {s: p for s, p in found.items() if os.path.lexists(p)}
         if not found:
             wanted = ", ".join(e["url"].rsplit("/", 1)[-1] for e in entries.values())
             raise InputError(f"{source}: holds none of the files of {spec} ({wanted})")
     elif split is None:
+        _local_copy(source)  # a missing path, a device or a pipe says so first
         raise ConfigError(f"{source} is a file: name its split, e.g. ud:{name}:{sorted(files)[0]}")
     else:
         found = {split: source}
+    for path in found.values():
+        _local_copy(path)
     folder = Path(cache) if cache is not None else cache_dir()
     return [_add_one(name, s, p, entries[s], folder) for s, p in found.items()]
+
+
+def _no_nul(path: str | Path, what: str) -> str | Path:
+    """``path``, unless it holds a NUL (which no file name can): then one InputError saying so."""
+    if "\x00" in str(path):
+        raise InputError(f"expected {what}, found a NUL character in the path {str(path)!r}")
+    return path
+
+
+def _is_folder(path: Path) -> bool:
+    """Whether ``path`` is a folder (False for a path that cannot be looked at: the file check then says why)."""
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):
+        return False
+
+
+def _local_copy(path: Path) -> int:
+    """The size of the local treebank copy ``path``, if it is a regular file of at most
+    :data:`MAX_TREEBANK_BYTES`; else one InputError naming it (missing, a device such as /dev/zero, a pipe,
+    a NUL in the path, too large), before a byte is read."""
+    size = file_size(path, what="a treebank file")
+    if size > MAX_TREEBANK_BYTES:
+        raise InputError(f"expected a treebank file of at most {MAX_TREEBANK_BYTES:,} bytes, found {size:,} bytes",
+                         path=path)
+    return size
 
 
 def cache_status(*, registry: Mapping[str, Any] | None = None,
@@ -260,9 +338,9 @@ def resolve_treebank(spec: str | Path, *, registry: Mapping[str, Any] | None = N
         if len(parts) != 3 or not all(parts[1:]):
             raise ConfigError(f"treebank name {text!r} must look like ud:<treebank>:<split>, e.g. ud:en_ewt:dev")
         return fetch_treebank(parts[1], parts[2], registry=registry, cache=cache)
-    path = Path(text)
-    if not path.exists():
+    path = Path(_no_nul(text, "a treebank file"))
+    if not os.path.lexists(path):
         raise InputError(f"{path}: no such file")
-    if path.is_dir():
+    if _is_folder(path):
         raise InputError(f"{path}: is a folder; expected a treebank file (.conllu, .conllx, .spacy)")
-    return path
+    return regular_file(path, what="a treebank file")

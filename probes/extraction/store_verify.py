@@ -13,27 +13,36 @@ same folder keeps the intact shards and extracts the damaged ones again.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from probes.checksum import file_sha256
-from probes.errors import DamagedStoreError
+from probes.errors import DamagedStoreError, InputError, StoreError
+from probes.safe_arrays import ArrayFileError, npy_file_header
+from probes.safe_read import inside_folder, load_json, read_bytes, regular_file
 
-__all__ = ["Damage", "Verification", "check_sizes", "check_shard", "damaged_shards", "repair_hint"]
+__all__ = ["Damage", "Verification", "check_sizes", "check_shard", "damaged_shards", "repair_hint", "shard_path",
+           "MANIFEST"]
+
+#: The store's manifest file.
+MANIFEST = "manifest.json"
+#: The files of one shard, by suffix: the attention, the shard's index, its sentences.
+_SUFFIXES = (".npy", ".json", ".sentences.jsonl")
 
 
 @dataclass(frozen=True)
 class Damage:
-    """One damaged file of a store: which, what was expected, what was found."""
+    """One damaged file of a store: which, what was expected, what was found (``hashable``: False when the file
+    is missing, not a regular file or outside the store, so that nothing reads it)."""
 
     file: Path
     expected: str
     found: str
+    hashable: bool = field(default=True, compare=False, repr=False)
 
     def __str__(self) -> str:
         return f"{self.file}: expected {self.expected}, found {self.found}"
@@ -70,33 +79,50 @@ def refuse(root: Path, info: Mapping[str, Any], damage: Damage) -> DamagedStoreE
                              path=damage.file)
 
 
-def _npy_size(path: Path) -> Damage | None:
-    """A shard's ``.npy`` whose size differs from the one its header implies (or that is missing)."""
+def shard_path(root: Path, name: str, suffix: str) -> Path:
+    """The shard file ``name + suffix`` of the store at ``root``, resolved; StoreError when it is (or leads, through
+    a link) outside the store."""
     try:
-        with path.open("rb") as handle:
-            version = np.lib.format.read_magic(handle)
-            read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-            shape, _, dtype = read(handle)
-            header = handle.tell()
-        found = path.stat().st_size
-    except FileNotFoundError:
-        return Damage(path, "a .npy file", "none")
-    except (OSError, ValueError) as exc:
-        return Damage(path, "a .npy header", f"an unreadable one ({exc})")
-    expected = header + int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        return inside_folder(root, f"{name}{suffix}", what="shard file", source=root / MANIFEST)
+    except InputError as exc:
+        raise StoreError(exc.reason, path=exc.path) from None
+
+
+def _npy_size(shown: Path, path: Path) -> Damage | None:
+    """A shard's ``.npy`` (at ``path``, named ``shown``) whose header is not a 1-D float16 array of the file's
+    size: checked before any of its data is read."""
+    try:
+        header = npy_file_header(path, what="shard", exact=False)
+    except ArrayFileError as exc:
+        return Damage(shown, exc.expected, exc.found)
+    if header.dtype != np.float16 or len(header.shape) != 1:
+        return Damage(shown, "a 1-D float16 array", f"shape {header.shape} of {header.dtype}")
+    expected, found = header.offset + header.nbytes, path.stat().st_size
     if expected != found:
-        return Damage(path, f"{expected} bytes (its header's shape {tuple(shape)} of {np.dtype(dtype)})",
+        return Damage(shown, f"{expected} bytes (its header's shape {header.shape} of {header.dtype})",
                       f"{found} bytes")
     return None
 
 
+def _file_damage(root: Path, name: str, suffix: str) -> Damage | None:
+    """A shard file that is missing, not a regular file, or outside the store (through a link)."""
+    shown = root / f"{name}{suffix}"
+    try:
+        path = shard_path(root, name, suffix)
+    except StoreError:
+        return Damage(shown, "a file inside the store", "a link leading outside it", hashable=False)
+    if not path.exists():
+        return Damage(shown, f"a {suffix} file", "none", hashable=False)
+    try:
+        regular_file(path, what=f"a {suffix} file")
+    except InputError as exc:
+        return Damage(shown, f"a {suffix} file (a regular file)", exc.reason.rpartition("found ")[2], hashable=False)
+    return _npy_size(shown, path) if suffix == ".npy" else None
+
+
 def _shard_sizes(root: Path, shard: Mapping[str, Any]) -> list[Damage]:
-    name = shard["name"]
-    damage = [] if (d := _npy_size(root / f"{name}.npy")) is None else [d]
-    for suffix in (".json", ".sentences.jsonl"):
-        if not (root / f"{name}{suffix}").is_file():
-            damage.append(Damage(root / f"{name}{suffix}", f"a {suffix} file", "none"))
-    return damage
+    """The shard's files that are missing, not regular, outside the store, or (``.npy``) of the wrong size."""
+    return [d for suffix in _SUFFIXES if (d := _file_damage(root, shard["name"], suffix)) is not None]
 
 
 def check_sizes(root: Path, manifest: Mapping[str, Any]) -> None:
@@ -108,27 +134,29 @@ def check_sizes(root: Path, manifest: Mapping[str, Any]) -> None:
 
 def _text_sha256(path: Path) -> str:
     """The shard's data checksum as ``probes extract`` computes it: sha256 of its lines, newline-joined."""
-    data = path.read_bytes()
+    data = read_bytes(path, limit=path.stat().st_size, what="a sentences file")
     return hashlib.sha256(data[:-1] if data.endswith(b"\n") else data).hexdigest()
 
 
 def _shard_hashes(root: Path, shard: Mapping[str, Any]) -> list[Damage]:
-    """The damaged files of one shard, by sha256 (``.npy``, sentences) and against its index."""
+    """The damaged files of one shard, by sha256 (``.npy``, sentences) and against its index (its files are
+    regular files inside the store: :func:`_shard_sizes` found no damage that forbids reading them)."""
     name = shard["name"]
     damage: list[Damage] = []
-    npy, lines, index_path = root / f"{name}.npy", root / f"{name}.sentences.jsonl", root / f"{name}.json"
+    npy, index_path, lines = (shard_path(root, name, suffix) for suffix in _SUFFIXES)
+    shown = {path: root / f"{name}{suffix}" for path, suffix in zip((npy, index_path, lines), _SUFFIXES)}
     for path, key, digest in ((npy, "npy_sha256", file_sha256), (lines, "data_sha256", _text_sha256)):
         found = digest(path)
         if found != shard[key]:
-            damage.append(Damage(path, f"sha256 {shard[key]}", f"sha256 {found}"))
+            damage.append(Damage(shown[path], f"sha256 {shard[key]}", f"sha256 {found}"))
     try:
-        index = json.loads(index_path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        return [*damage, Damage(index_path, "a JSON shard index", f"invalid JSON ({exc})")]
+        index = load_json(index_path, what="a JSON shard index")
+    except InputError as exc:
+        return [*damage, Damage(shown[index_path], "a JSON shard index", f"an unreadable one ({exc.reason})")]
     for key in ("npy_sha256", "data_sha256"):
         if not isinstance(index, dict) or index.get(key) != shard[key]:
-            found = index.get(key) if isinstance(index, dict) else type(index).__name__
-            damage.append(Damage(index_path, f"{key} {shard[key]}", f"{found}"))
+            held = index.get(key) if isinstance(index, dict) else type(index).__name__
+            damage.append(Damage(shown[index_path], f"{key} {shard[key]}", f"{held}"))
     return damage
 
 
@@ -144,5 +172,5 @@ def damaged_shards(root: Path, manifest: Mapping[str, Any]) -> list[Damage]:
     out: list[Damage] = []
     for shard in manifest["shards"]:
         sizes = _shard_sizes(root, shard)
-        out.extend(sizes if any(d.found == "none" for d in sizes) else [*sizes, *_shard_hashes(root, shard)])
+        out.extend(sizes if not all(d.hashable for d in sizes) else [*sizes, *_shard_hashes(root, shard)])
     return out

@@ -22,6 +22,7 @@ from probes.heads.inference import Correction, correct_rows, near_ties, p_from_z
 from probes.heads.intervals import bootstrap_ci
 from probes.heads.naming import INDEXING_NOTE, head_name
 from probes.heads.selection import SELECTION_MODES
+from probes.reports.escape import md_document
 from probes.reports.inputs import inputs_lines
 from probes.reports.tables import format_p, markdown_table, md_heading, md_text, text_table, write_csv, write_json
 from probes.reports.writer import OutputFolder
@@ -443,7 +444,7 @@ def write_leaderboard(out: Path, name: str, *, title: str, cells: str, rows: Row
         intro += "".join(f"- {md_text(line)}\n" for line in inputs) + "\n"
     from probes.reports.atomic import write_text  # whole or not at all
 
-    path = write_text(out / f"{name}_leaderboard.md", intro + md)
+    path = write_text(out / f"{name}_leaderboard.md", md_document(intro + md))
     data = [{k: v for k, v in row.items() if not k.endswith("_cell")} for row in rows]  # display-only cells dropped
     return [path, write_csv(data, out / f"{name}_leaderboard.csv"),
             write_json({"rows": data, "record": record.to_dict()}, out / f"{name}_leaderboard.json"),

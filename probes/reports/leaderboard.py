@@ -21,6 +21,7 @@ from probes.heads.intervals import unit_phrase
 from probes.heads.naming import INDEXING_NOTE, head_name
 from probes.analysis.split import SPLIT_RULE
 from probes.heads.selection import LEADERBOARD_COLUMNS, LeaderboardRow, table_correction
+from probes.reports.escape import md_document, path_href
 from probes.reports.inputs import inputs_lines
 from probes.reports.writer import OutputFolder
 from probes.run_record import RunRecord
@@ -194,8 +195,8 @@ def _markdown(rows: Sequence[LeaderboardRow], record: RunRecord, overview: str |
           "learned on the selection data; like heads, they never predict ROOT.", "",
           format_leaderboard(rows, "markdown"), *("- " + md_text(line) for line in leaderboard_footer(rows, record))]
     if overview:
-        md += ["", f"![overview]({overview})"]
-    return "\n".join(md) + "\n"
+        md += ["", f"![overview]({path_href(overview)})"]
+    return md_document("\n".join(md) + "\n")
 
 
 def write_leaderboard(folder: OutputFolder, board: Any) -> RunRecord:

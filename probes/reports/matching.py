@@ -17,6 +17,7 @@ import numpy.typing as npt
 from probes.compare.head_profiles import PROFILE_RULE
 from probes.compare.matching import MATCHING_RULE
 from probes.heads.naming import INDEXING_NOTE
+from probes.reports.escape import md_document, path_href
 from probes.reports.inputs import inputs_lines
 from probes.reports.tables import md_heading, md_text, write_csv
 from probes.reports.writer import OutputFolder
@@ -128,8 +129,8 @@ def matching_markdown(run: Any, figure: str | None) -> str:
            "- profile_matching.csv: the same on the profile distance", "- match/: the saved result (probes.load)",
            "- run.json: models, data, options, versions, timings"]
     if figure:
-        md += ["", f"![distance matrix]({figure})"]
-    return "\n".join(md) + "\n"
+        md += ["", f"![distance matrix]({path_href(figure)})"]
+    return md_document("\n".join(md) + "\n")
 
 
 def matching_figure(distance: npt.ArrayLike, matching: Any, path: str | Path, *, title: str) -> Path:

@@ -18,7 +18,8 @@ run, kept apart from each other). The rules:
 :func:`safe_names` also keeps labels apart that the usual spelling alone would merge (``nmod:poss`` and
 ``nmod_poss``, or names differing only in case, which one file on macOS and Windows): the label that is
 its own name keeps it, the others get the suffix. :func:`check_name` refuses a name part that is not safe,
-and :func:`inside` a path that leaves its folder.
+:func:`inside` a path that leaves its folder, and :func:`check_path` a path given by the user (an option, an
+experiment file) that holds a NUL or another control character.
 """
 
 from __future__ import annotations
@@ -27,12 +28,13 @@ import hashlib
 import re
 import unicodedata
 from collections.abc import Callable, Iterable
-from pathlib import Path, PurePosixPath
+from pathlib import Path, PurePath, PurePosixPath
 
 from probes.errors import ConfigError
 from probes.analysis.relations import SIDES, sided_name
 
-__all__ = ["safe_name", "safe_names", "check_name", "inside", "usual_name", "MAX_CHARS", "MAX_BYTES"]
+__all__ = ["safe_name", "safe_names", "check_name", "inside", "check_path", "control_character",
+           "usual_name", "MAX_CHARS", "MAX_BYTES"]
 
 #: Longest name part made from a label, in characters and in UTF-8 bytes (file systems allow 255 bytes;
 #: the rest is room for the hash suffix, the file's extension and a temporary name while it is written).
@@ -167,3 +169,28 @@ def inside(root: str | Path, path: str | Path, *, label: object = None) -> Path:
         source = f" (made from {label!r})" if label is not None else ""
         raise ConfigError(f"{folder}: refusing to write {path}{source}: it lies outside the output folder")
     return resolved
+
+
+def control_character(text: str) -> str | None:
+    """The first NUL or other control character of ``text`` in words (``a NUL character``, ``a control character
+    (U+000A)``); None when it holds none."""
+    bad = next((ch for ch in text if unicodedata.category(ch) == "Cc"), None)
+    if bad is None:
+        return None
+    return "a NUL character" if bad == "\x00" else f"a control character (U+{ord(bad):04X})"
+
+
+def check_path(value: object, *, what: str = "a path", name: str = "path") -> str:
+    """``value`` (a path given in an option or a file) as text, if it can name a file: a non-empty string with
+    no NUL or other control character; else one ConfigError, ``NAME: expected WHAT, found a NUL character ...``.
+
+    ``os.stat`` and ``mkdir`` raise ValueError on a NUL, and a newline or an escape sequence in a path garbles
+    every line and report that prints it, so such a path is refused where it is given.
+    """
+    text = str(value) if isinstance(value, PurePath) else value
+    if not isinstance(text, str) or not text:
+        raise ConfigError(f"{name}: expected {what}, found {value!r}")
+    found = control_character(text)
+    if found is not None:
+        raise ConfigError(f"{name}: expected {what}, found {found} in {text!r}")
+    return text

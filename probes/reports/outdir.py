@@ -18,6 +18,11 @@ stopped before writing anything: a model that failed to load leaves a previous o
 is removed, and a folder the claim created and nothing was written to is removed again. Claims still held
 when the process exits are released then; the marker of a run stopped while writing stays, so the rerun
 reuses the folder.
+
+The folder's path is checked first (:func:`~probes.reports.names.check_path`): a NUL or another control
+character is one ConfigError, never a ValueError from ``os.stat``. A previous run's ``run.json`` and marker are
+read through :mod:`probes.safe_read` (regular files, bounded), and only the files of its list that lie inside
+the folder are removed.
 """
 
 from __future__ import annotations
@@ -32,9 +37,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from probes.errors import ConfigError, WriteError
+from probes.errors import ConfigError, InputError, WriteError
 from probes.locks import LOCK_NAME, FolderLock
 from probes.reports.atomic import is_temporary, remove_temporary, write_text
+from probes.reports.names import check_path
+from probes.safe_read import load_json
 from probes.world import launched_main
 
 __all__ = ["check_out_dir", "prepare_out_dir", "lock_out_dir", "release_out_dir", "check_writable",
@@ -53,6 +60,9 @@ class _Claim:
     marked: bool = False  # the folder held a marker already (an unfinished run's: kept unless finished)
     writing: bool = False  # files are being written (prepare_out_dir ran): the marker stays until run.json
 
+
+#: The largest ``run.json`` or marker read from an output folder (a run's record lists its files: a few MB at most).
+_MAX_RECORD_BYTES = 16 << 20
 
 #: Folders this process has claimed, by resolved path.
 _CLAIMS: dict[str, _Claim] = {}
@@ -80,7 +90,7 @@ def check_out_dir(out_dir: str | Path, command: str | None, *, overwrite: bool =
         FolderLockedError: another live process writes into the folder.
         WriteError: the folder cannot be created or written (permission, read-only, disk full).
     """
-    out = Path(out_dir)
+    out = _output_path(out_dir)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"{out}: output folder expected, found a file")
     if not _main_rank():
@@ -109,7 +119,7 @@ def prepare_out_dir(out_dir: str | Path, command: str | None, *, overwrite: bool
     :class:`ConfigError` naming it and ``--overwrite``, unless ``overwrite`` (then files are written
     over, others left alone).
     """
-    out = Path(out_dir)
+    out = _output_path(out_dir)
     previous = check_out_dir(out, command, overwrite=overwrite)
     out.mkdir(parents=True, exist_ok=True)
     if (claim := _CLAIMS.get(str(out.resolve()))) is not None:
@@ -117,18 +127,39 @@ def prepare_out_dir(out_dir: str | Path, command: str | None, *, overwrite: bool
     if previous is not None:
         log.warning("%s the previous output of %r in %s", "reusing the unfinished" if previous.get("unfinished")
                     else "replacing", previous.get("command"), out)
-        for name in previous.get("files", []):
-            old = (out / str(name)).resolve()
-            if old.is_file() and old.is_relative_to(out.resolve()):
-                old.unlink()
+        for old in _listed_files(out, previous.get("files")):
+            old.unlink()
     remove_temporary(out)
     return out
+
+
+def _output_path(out_dir: str | Path) -> Path:
+    """``out_dir`` as a Path, if it can name a folder; a ConfigError for a NUL or another control character."""
+    return Path(check_path(out_dir, what="a folder path", name="output folder"))
+
+
+def _listed_files(out: Path, names: Any) -> list[Path]:
+    """The regular files a previous ``run.json`` lists (``files``) that lie inside ``out`` once resolved; an entry
+    that is not a plain relative path inside the folder (absolute, ``..``, a link leading out, a NUL) is left
+    alone, with a warning."""
+    root = out.resolve()
+    found: list[Path] = []
+    for name in names if isinstance(names, list) else []:
+        try:
+            old = (out / check_path(name, name="a listed file")).resolve()
+        except (ValueError, OSError, RuntimeError):  # ValueError: ConfigError (not a string, a NUL); a link loop
+            old = None
+        if old is None or not old.is_relative_to(root):
+            log.warning("%s: run.json lists %r, which is not a file inside the folder; left alone", out, name)
+        elif old.is_file():
+            found.append(old)
+    return found
 
 
 def lock_out_dir(out_dir: str | Path, what: str | None) -> Path:
     """Claim ``out_dir`` for a run that manages its own content (an experiment's run folder): lock it and
     check it writable (no marker is left), nothing refused; :func:`release_out_dir` ends it."""
-    out = Path(out_dir)
+    out = _output_path(out_dir)
     if _main_rank():
         key = _claim(out, what)
         try:
@@ -228,10 +259,11 @@ def _inspect(out: Path, command: str | None, overwrite: bool) -> dict[str, Any] 
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
-    """The JSON object in ``path``, if any (None when absent or unreadable)."""
+    """The JSON object in ``path``, if any (None when absent, not a regular file, too large or not JSON: a folder
+    holding such a file is then "other files", refused without ``--overwrite``)."""
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        record = load_json(path, what="a run record", max_bytes=_MAX_RECORD_BYTES)
+    except (InputError, OSError):
         return None
     return record if isinstance(record, dict) else None
 

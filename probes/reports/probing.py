@@ -18,6 +18,7 @@ import numpy.typing as npt
 from probes.heads.inference import ALPHA, CORRECTION, Correction
 from probes.heads.intervals import bootstrap_ci
 from probes.heads.naming import DIRECTIONS, INDEXING_NOTE, head_name
+from probes.reports.escape import md_document
 from probes.reports.inputs import inputs_lines
 from probes.reports.tables import format_p, markdown_table, md_text, text_table, write_csv, write_json
 from probes.reports.writer import OutputFolder
@@ -87,7 +88,7 @@ def _seeds_note(seeds: Sequence[int]) -> str:
 def _write_text(path: Path, text: str) -> Path:
     from probes.reports.atomic import write_text  # whole or not at all
 
-    return write_text(path, text)
+    return write_text(path, md_document(text))
 
 
 def _inputs_note(inputs: Sequence[str]) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from probes.reports.escape import md_cell, md_heading, md_text
+from probes.reports.escape import clean_text, md_cell, md_heading, md_text
 
 __all__ = ["write_csv", "write_json", "markdown_table", "text_table", "format_value", "format_p", "md_cell",
            "md_heading", "md_text"]
@@ -77,7 +77,7 @@ def markdown_table(
     Headers and cells are plain text, escaped by :func:`~probes.reports.escape.md_cell` (a ``|``, raw HTML or a
     line break in a word, id or label stays inside its cell as text; ordinary text is unchanged). With
     ``escape=False`` they are Markdown already made safe by the caller (e.g. a link built from data)."""
-    cell = md_cell if escape else str
+    cell = md_cell if escape else clean_text
     headers = [cell(h) for h in (headers or columns)]
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     for row in rows:

@@ -4,21 +4,27 @@ A config file holds the long option names of one command (``treebank``, ``select
 or ``select_on`` ...) with TOML values; options given on the command line win over the
 file. Relative paths are read from the current directory, exactly as on the command
 line. Unknown keys are errors that name the file, the line and the key, so a typo never
-silently falls back to a default.
+silently falls back to a default. The file is read by :mod:`probes.safe_read`: a device, a pipe, a huge file, a
+file that is not UTF-8 or TOML nested thousands deep is one ConfigError naming the file.
 
 Model names (``package:NAME`` ...) are resolved by :mod:`probes.extraction.loading`.
 """
 
 from __future__ import annotations
 
-import tomllib
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from probes.errors import ConfigError
+from probes.errors import ConfigError, FormatError, InputError
+from probes.reports.names import check_path
+from probes.safe_read import loads_toml, read_text
 
-__all__ = ["load_config", "read_toml", "config_line"]
+__all__ = ["load_config", "read_toml", "config_line", "MAX_CONFIG_BYTES"]
+
+#: The largest experiment or config file read (1 MiB: the largest shipped one holds a few KB).
+MAX_CONFIG_BYTES = 1 << 20
 
 
 def config_line(text: str, key: str, section: str | None = None) -> int | None:
@@ -32,17 +38,24 @@ def config_line(text: str, key: str, section: str | None = None) -> int | None:
 
 
 def read_toml(path: Path, what: str) -> tuple[str, dict[str, Any]]:
-    """``(text, table)`` of the TOML file ``path``; ConfigError (naming ``what``, the file and the line) when it
-    cannot be read or is not TOML."""
+    """``(text, table)`` of the TOML file ``path`` (an experiment or config file, read by :mod:`probes.safe_read`:
+    a regular file of at most :data:`MAX_CONFIG_BYTES`, UTF-8, nested at most ``MAX_DEPTH`` deep); else one
+    ConfigError naming ``what``, the file and, where known, the line."""
+    check_path(str(path), what="a file path", name=f"the {what}")
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read the {what} ({exc.strerror or exc})", path=path) from None
-    try:
-        return text, tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"expected TOML, found a syntax error ({exc})", path=path,
-                          line=getattr(exc, "lineno", None)) from None
+        text = read_text(path, limit=MAX_CONFIG_BYTES, what="a TOML file")
+        return text, loads_toml(text, path=path, what="TOML")
+    except FormatError as exc:  # not UTF-8, not TOML, nested too deep: the reason says which
+        reason = exc.reason.replace("found invalid TOML: ", "found a syntax error: ", 1)
+        raise ConfigError(reason, path=path, line=exc.line or _toml_line(reason)) from None
+    except InputError as exc:  # missing, a folder, a device or a pipe, too large
+        raise ConfigError(f"cannot read the {what}: {exc.reason}", path=path) from None
+
+
+def _toml_line(reason: str) -> int | None:
+    """The line tomllib names in its message (``... (at line 3, column 5)``), if any."""
+    match = re.search(r"\(at line (\d+), column \d+\)", reason)
+    return int(match.group(1)) if match else None
 
 
 def load_config(path: str | Path, allowed: Iterable[str], *, section: str | None = None) -> dict[str, Any]:

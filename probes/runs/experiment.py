@@ -62,11 +62,11 @@ class ExperimentRun(Result):
 
     def format(self) -> str:
         """A short terminal summary: what ran, what was re-used, where the report is."""
-        units = self.record.detail("units", [])
+        units = self.record.detail("units") or []
         reused = sum(1 for u in units if u.get("reused"))
-        lines = [f"experiment {self.record.detail('experiment', {}).get('name', '?')}: {len(units)} units "
+        lines = [f"experiment {(self.record.detail('experiment') or {}).get('name', '?')}: {len(units)} units "
                  f"({reused} re-used, {len(units) - reused} computed) on "
-                 f"{len(self.record.detail('models', {}))} models and {len(self.record.data or {})} datasets"]
+                 f"{len(self.record.detail('models') or {})} models and {len(self.record.data or {})} datasets"]
         for name, why in getattr(self.comparison, "missing", {}).items():
             lines.append(f"  not computed: {name}: {why}")
         return "\n".join(lines)
@@ -95,9 +95,14 @@ class _Hashes:
         """``{spec, path, weights_sha256, n_layers, n_heads}`` of a model spec (a random-init twin is written here)."""
         if spec.name not in self.models:
             from probes.extraction.gguf import gguf_source
-            from probes.extraction.loading import resolve_model, weights_sha256
+            from probes.extraction.loading import (
+                check_model,
+                resolve_model,
+                weights_sha256,
+            )
 
             path = resolve_model(spec.spec)
+            check_model(str(path))  # before AutoConfig reads its config.json: no remote code, regular files only
             folder = path if Path(path).is_dir() else _hub_snapshot(path)
             source = gguf_source(folder)  # weights dequantised from a GGUF file: say so
             self.models[spec.name] = {"spec": spec.spec, "kind": spec.kind, "base": spec.base, "seed": spec.seed,
@@ -131,11 +136,14 @@ def _hub_snapshot(name: str) -> str | None:
 def _query_key(path: str) -> dict[str, Any]:
     """``{"query_key": {...}}`` of a sharpness twin (its ``random_init.json``: the scale s and how it was found, for
     the report's labels); empty for any other model."""
+    from probes.safe_read import load_json
+
     made = Path(path) / "random_init.json"
     try:
-        found = json.loads(made.read_text(encoding="utf-8")).get("query_key") if made.is_file() else None
-    except (OSError, ValueError):
-        found = None
+        doc = load_json(made, what="a random-init record") if made.is_file() else None
+    except InputError:  # not ours, or damaged: no scale to label the twin with
+        doc = None
+    found = doc.get("query_key") if isinstance(doc, dict) else None
     return {"query_key": found} if isinstance(found, dict) else {}
 
 
@@ -146,7 +154,7 @@ def _shape(path: str) -> dict[str, int | None]:
     try:
         from transformers import AutoConfig
 
-        config = AutoConfig.from_pretrained(path, local_files_only=True)
+        config = AutoConfig.from_pretrained(path, local_files_only=True, trust_remote_code=False)
         return {"n_layers": n_layers(config), "n_heads": n_heads(config)}
     except (OSError, ValueError):  # ConfigError is a ValueError: a config that does not say
         return {"n_layers": None, "n_heads": None}
@@ -293,10 +301,11 @@ def _check_out(out: Path, name: str) -> None:
     from probes.reports.writer import out_dir_content
     if (out / RUN_FILE).is_file():
         try:
-            previous = RunRecord.load(out / RUN_FILE)
+            previous = RunRecord.load(out)
         except InputError:
             previous = RunRecord()
-        experiment = previous.detail("experiment") or {}
+        experiment = previous.detail("experiment")
+        experiment = experiment if isinstance(experiment, Mapping) else {}
         if previous.command not in (COMMAND, REPORT_COMMAND) or experiment.get("name") != name:
             raise ConfigError(f"{out}: holds the output of {previous.command!r} "
                               f"({experiment.get('name', 'another run')}); choose another --out")
@@ -332,10 +341,10 @@ def run_experiment(path: str | Path, *, out: str | Path | None = None, progress:
     Raises:
         ConfigError: ``limit`` is not a whole number >= 1, or the file or ``out`` is refused.
     """
-    from probes.runs.record import run_record
     from probes.runs.experiment_cache import UnitStore
     from probes.runs.experiment_spec import read_experiment
     from probes.runs.inputs import check_run_options
+    from probes.runs.record import run_record
 
     check_run_options(limit=limit, loads=False)
     t0 = time.perf_counter()
@@ -389,18 +398,21 @@ def _report(run_dir: Path, record: RunRecord, out: Path | None = None) -> Experi
     folder); the run."""
     from probes.compare import compare
     from probes.compare.types import Unit
-    from probes.runs.experiment_cache import UnitStore
+    from probes.results import load
+    from probes.runs.experiment_record import check_experiment_record, check_unit_result
     from probes.runs.experiment_train import unit_options
 
     t0 = time.perf_counter()
-    store = UnitStore(run_dir)
-    analyses, saved = record.detail("analyses"), record.detail("units")
-    units = [Unit(u["analysis"], u["kind"], u["model"], u["data"], store.load(u["path"]), unit_options(u, analyses))
-             for u in saved]  # train and match units carry their own options (cell, seed, other ...)
+    folders = check_experiment_record(record, run_dir, run_dir / RUN_FILE)  # each unit's folder inside run_dir
+    analyses, saved = record.detail("analyses") or {}, record.detail("units") or []
+    source = run_dir / RUN_FILE
+    units = [Unit(u["analysis"], u["kind"], u["model"], u["data"], check_unit_result(u, load(folder), i, source),
+                  unit_options(u, analyses))  # train and match units carry their own options (cell, seed ...)
+             for i, (u, folder) in enumerate(zip(saved, folders))]
     keys = ("kind", "spec", "base", "seed", "n_layers", "n_heads", "query_key", "lab")  # query_key: sharpness twins
     models = {name: {k: info.get(k) for k in keys if k not in ("query_key", "lab") or info.get(k) is not None}
-              for name, info in record.detail("models").items()}
-    report = record.detail("report_options", {})
+              for name, info in (record.detail("models") or {}).items()}
+    report = record.detail("report_options") or {}
     comparison = compare(units, models, seed_questions=bool(record.detail("seed_questions")),
                          n_resamples=int(report.get("n_resamples", 1000)), tolerance=float(report.get("tolerance", 0.05)),
                          seed=int(report.get("seed", 0)))
@@ -416,19 +428,21 @@ def report_experiment(run_dir: str | Path, *, out: str | Path | None = None) -> 
 
     Raises:
         ConfigError: ``run_dir`` holds no experiment run, or a unit it names is missing.
+        InputError: its ``run.json`` is not JSON, or a field is not what the report reads (a unit folder outside
+            ``run_dir`` included): the message names ``run.json`` and the field.
     """
+    from probes.runs.experiment_record import read_experiment_record
+
     run_dir = Path(run_dir)
-    try:
-        record = RunRecord.load(run_dir / RUN_FILE)
-    except (OSError, ValueError):
-        raise ConfigError(f"{run_dir}: expected a run folder of `probes run` with a run.json, found "
-                          f"{'no run.json' if not (run_dir / RUN_FILE).exists() else 'an unreadable run.json'}") from None
+    if not (run_dir / RUN_FILE).exists():
+        raise ConfigError(f"{run_dir}: expected a run folder of `probes run` with a run.json, found no run.json")
+    record, folders = read_experiment_record(run_dir)
     if record.command not in (COMMAND, REPORT_COMMAND):
         raise ConfigError(f"{run_dir}: run.json is from {record.command!r}, expected {COMMAND!r}")
     if not record.has("units"):
-        raise ConfigError(f"{run_dir}: the run has not finished ({record.detail('status', _UNFINISHED)})")
-    for unit in record.detail("units"):
-        if not (run_dir / unit["path"] / "result" / "result.json").is_file():
+        raise ConfigError(f"{run_dir}: the run has not finished ({record.detail('status') or _UNFINISHED})")
+    for unit, folder in zip(record.detail("units"), folders):
+        if not (folder / "result.json").is_file():
             raise ConfigError(f"{run_dir}: unit {unit['analysis']} / {unit['model']} / {unit['data']} is missing "
                               f"({unit['path']}); run the experiment again to recompute it")
     return _report(run_dir, record, None if out is None else Path(out))

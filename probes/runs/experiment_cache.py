@@ -23,6 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from probes.errors import InputError
+from probes.safe_read import inside_folder, load_json
+
 __all__ = ["unit_key", "UnitStore", "SavedUnit", "UNIT_FILE"]
 
 #: The file that marks a finished unit.
@@ -73,18 +76,19 @@ class UnitStore:
         """The saved unit if it is finished and its key is ``key``; None otherwise (missing, stale, unreadable)."""
         folder = self.folder(analysis, model, data)
         try:
-            entry = json.loads((folder / UNIT_FILE).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            entry = load_json(folder / UNIT_FILE, what=f"a unit record ({UNIT_FILE})")
+        except (InputError, OSError):  # missing, damaged, not a regular file: the unit is computed again
             return None
         if not isinstance(entry, dict) or entry.get("key") != key or not (folder / "result" / "result.json").is_file():
             return None
         return SavedUnit(self.relative(folder), key, entry, True)
 
     def load(self, folder: str) -> Any:
-        """The result object saved in the unit ``folder`` (relative to the run folder)."""
+        """The result object saved in the unit ``folder`` (relative to the run folder, and inside it once links
+        are followed: InputError otherwise)."""
         from probes.results import load
 
-        return load(self.run_dir / folder / "result")
+        return load(inside_folder(self.run_dir, f"{folder}/result", what="unit folder"))
 
     def save(self, analysis: str, model: str, data: str, key: str, inputs: Mapping[str, Any], result: Any,
              seconds: float, *, report: bool = False) -> SavedUnit:
@@ -110,6 +114,8 @@ class UnitStore:
         """Remove temporary folders left by an interrupted run; how many."""
         results = self.run_dir / "results"
         stale = [p for p in results.glob("*/*/.*-*") if p.is_dir()] if results.is_dir() else []
+        root = results.resolve()
+        stale = [p for p in stale if p.resolve().is_relative_to(root)]  # never through a link leading out
         for path in stale:
             shutil.rmtree(path, ignore_errors=True)
         return len(stale)

@@ -41,7 +41,8 @@ from typing import Any
 
 from probes.errors import ConfigError
 from probes.runs.option_rules import COUNT, MAX_COUNT, SEED, Rule, shown
-from probes.training.config import ARCHS, CHECKPOINT_RULES, TrainConfig
+from probes.training.config import (ARCHS, CHECKPOINT_RULES, MAX_BATCH_SIZE, MAX_HEADS, MAX_HIDDEN, MAX_INTERMEDIATE,
+                                    MAX_LAYERS, MAX_SEQ_LEN, TrainConfig)
 
 __all__ = ["TrainUnit", "LabName", "TRAIN_DIR", "TRAIN_KEYS", "SELECTOR_RULE", "check_train", "build_train",
            "lab_names", "lab_models", "select_models", "is_selector", "key_spec"]
@@ -59,11 +60,12 @@ _REFUSED = {"seed": "give seeds = [...] (one training run per seed)",
 
 
 def _rules() -> dict[str, Rule]:
-    number01 = Rule("number", 0, 1, below=True)
-    return {"arch": Rule("choice", choices=ARCHS), "layers": COUNT, "heads": COUNT, "hidden": COUNT,
-            "intermediate": COUNT, "kv_heads": COUNT, "init": Rule("text"), "attention_dropout": number01,
-            "hidden_dropout": number01, "data_seed": SEED, "steps": COUNT, "batch_size": COUNT,
-            "seq_len": Rule("count", 4, MAX_COUNT), "learning_rate": Rule("number", 0), "warmup": Rule("count", 0,
+    number01, heads = Rule("number", 0, 1, below=True), Rule("count", 1, MAX_HEADS)  # probes train's bounds
+    return {"arch": Rule("choice", choices=ARCHS), "layers": Rule("count", 1, MAX_LAYERS), "heads": heads,
+            "hidden": Rule("count", 1, MAX_HIDDEN), "intermediate": Rule("count", 1, MAX_INTERMEDIATE),
+            "kv_heads": heads, "init": Rule("text"), "attention_dropout": number01, "hidden_dropout": number01,
+            "data_seed": SEED, "steps": COUNT, "batch_size": Rule("count", 1, MAX_BATCH_SIZE),
+            "seq_len": Rule("count", 4, MAX_SEQ_LEN), "learning_rate": Rule("number", 0), "warmup": Rule("count", 0,
             MAX_COUNT), "weight_decay": Rule("number", 0), "tokenizer": Rule("text"),
             "checkpoints": Rule("choice", choices=CHECKPOINT_RULES), "seeds": Rule("counts", 0, 2**32 - 1),
             "symmetry_sentences": Rule("count", 0, MAX_COUNT), "checkpoint_models": Rule("counts", 0, MAX_COUNT)}

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from probes.errors import ConfigError
-from probes.runs.option_rules import N_RESAMPLES, SEED, Rule, analysis_rules, shown
+from probes.runs.option_rules import N_RESAMPLES, PATH, SEED, Rule, analysis_rules, shown
 from probes.runs.toml_lines import KeyLines
 
 __all__ = ["KINDS", "TABLES", "EXPERIMENT_RULES", "DATA_KEYS", "NAME", "check_experiment", "Locator"]
@@ -41,7 +41,7 @@ KINDS: dict[str, tuple[str, str]] = {
 TABLES = ("experiment", "models", "data", "train", "analyses")
 #: The keys of ``[experiment]``: the run's name, texts and folder, and the cross-model report's options.
 EXPERIMENT_RULES: dict[str, Rule] = {
-    "name": Rule("text"), "title": Rule("text"), "description": Rule("string"), "out": Rule("text"),
+    "name": Rule("text"), "title": Rule("text"), "description": Rule("string"), "out": PATH,
     "seed_questions": Rule("flag"), "n_resamples": N_RESAMPLES, "tolerance": Rule("number", 0, 1, below=True),
     "seed": SEED, "unit_reports": Rule("flag")}
 #: The keys of a ``[data.NAME]`` table.
@@ -68,7 +68,7 @@ class Locator:
     def expect(self, where: Sequence[str], rule: Rule, value: Any) -> None:
         """Refuse ``value`` unless it follows ``rule`` (and the rule's own library check)."""
         if not rule.allows(value):
-            raise self.fail(where, f"expected {rule.expected()}, found {shown(value)}")
+            raise self.fail(where, f"expected {rule.expected()}, found {rule.found(value)}")
         if rule.check is not None:
             try:
                 rule.check(value)

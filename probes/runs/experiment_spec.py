@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from probes.errors import ConfigError
+from probes.reports.names import control_character
 from probes.runs.config import read_toml
 from probes.runs.experiment_schema import DATA_KEYS, KINDS, NAME, Locator, check_experiment
 
@@ -203,9 +204,15 @@ class _Builder:
                 raise
             raise self.loc.fail(where, exc.reason) from None
 
-    def expand(self, text: str, *where: str) -> str:
+    def expand(self, text: str, *where: str, what: str = "a file, folder or model name") -> str:
+        """``text`` with its environment variables expanded; a NUL or other control character (in the file or
+        from a variable) is refused at the line of ``where``, before any path is opened."""
         with self.at(*where):
-            return expand_env(text, where="")
+            value = expand_env(text, where="")
+        found = control_character(value)
+        if found is not None:
+            raise self.loc.fail(where, f"expected {what}, found {found} in {value!r}")
+        return value
 
     def models(self, table: Mapping[str, str]) -> tuple[ModelSpec, ...]:
         from probes.extraction.random_init import is_random_init, parse_random_init
@@ -235,7 +242,7 @@ class _Builder:
         options = [value] if isinstance(value, str) else value
         expanded = [self.expand(v, *where) for v in options]
         for candidate in expanded:
-            if candidate.startswith(("ud:", "sample:")) or Path(candidate).is_file():
+            if candidate.startswith(("ud:", "sample:")) or _is_file(candidate):
                 return candidate
         if len(expanded) == 1:
             return expanded[0]  # reported by the reader that opens it, with its own message
@@ -286,7 +293,7 @@ def read_experiment(path: str | Path) -> Experiment:
     build.loc.name(("experiment", "name") if "name" in head else (), name, "experiment")
     from probes.runs.experiment_lab import build_train, lab_names
 
-    out = build.expand(head.get("out", f"runs/{name}"), "experiment", "out")
+    out = build.expand(head.get("out", f"runs/{name}"), "experiment", "out", what="a folder path")
     train = build_train(build.loc.fail, raw, build.place, NAME)
     models = build.models(raw.get("models", {})) + _lab_models(train, out)
     data = build.data(raw["data"])
@@ -296,3 +303,11 @@ def read_experiment(path: str | Path) -> Experiment:
         seed_questions=head.get("seed_questions", False), n_resamples=head.get("n_resamples", 1000),
         tolerance=float(head.get("tolerance", 0.05)), seed=head.get("seed", 0),
         unit_reports=head.get("unit_reports", True), train=train)
+
+
+def _is_file(candidate: str) -> bool:
+    """Whether ``candidate`` names a file; a name the system cannot look up (too long, a loop) names none."""
+    try:
+        return Path(candidate).is_file()
+    except (OSError, ValueError):
+        return False

@@ -12,6 +12,7 @@ another config or data is removed and trained again, and the record says why.
 
 from __future__ import annotations
 
+import math
 import shutil
 import sys
 import time
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from probes.errors import InputError
 from probes.results import Result, require_pandas
 from probes.training.curves import TrainingCurves
 from probes.training.symmetry import HeadSymmetry
@@ -81,10 +83,23 @@ def load_lab_run(unit: Any, folder: Path) -> LabRun:
 
     done = RunRecord.load(folder)
     training = done.detail("training", {})
+    if not isinstance(training, Mapping):
+        raise InputError(f"training: expected a mapping, found {type(training).__name__}", path=folder / "run.json")
+    seconds = _number(done.timings.get("training_s", 0.0), "timings.training_s", folder, float)
+    speed = _number(training.get("tokens_per_second") or 0.0, "training.tokens_per_second", folder, float)
+    last_step = _number(training.get("last_step", 0), "training.last_step", folder, int)
     symmetry = load(folder / "symmetry") if (folder / "symmetry" / "result.json").is_file() else None
-    return LabRun(unit.cell, unit.seed, load(folder / "curves"), symmetry,
-                  float(done.timings.get("training_s", 0.0)), float(training.get("tokens_per_second") or 0.0),
-                  int(training.get("last_step", 0)), unit.folder, training.get("resumed_from"))
+    return LabRun(unit.cell, unit.seed, load(folder / "curves"), symmetry, seconds, speed, last_step, unit.folder,
+                  training.get("resumed_from"))
+
+
+def _number(value: Any, field: str, folder: Path, kind: type[float] | type[int]) -> Any:
+    """``value`` (the run record's ``field`` in ``folder``) as a finite, non-negative ``kind``; else an InputError."""
+    good = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+    if not good or (kind is int and value != int(value)):
+        raise InputError(f"{field}: expected a {'whole ' if kind is int else ''}number >= 0, found {value!r}"[:300],
+                         path=folder / "run.json")
+    return kind(value)
 
 
 def _data_shas(unit: Any, hashes: Any) -> list[str]:
@@ -151,11 +166,10 @@ def _train(unit: Any, folder: Path, shas: list[str], progress: bool, experiment:
         shutil.rmtree(folder)
     elif _finished(unit, folder):  # trained before, its unit file lost: read it back
         return load_lab_run(unit, folder), "re-used the finished run folder"
-    own = (folder / "training.json").is_file()  # this unit's own run (same config and data: checked above)
+    # this unit's own run (same config and data: checked above) resumes without --overwrite (which starts over)
     report = train_model(unit.config, folder, progress=progress, symmetry_sentences=_symmetry_sentences(unit),
-                         overwrite=own, record={"experiment": {"name": experiment, "cell": unit.cell,
-                                                               "seed": unit.seed}})
-    report.write(folder, overwrite=own)
+                         record={"experiment": {"name": experiment, "cell": unit.cell, "seed": unit.seed}})
+    report.write(folder)
     run = load_lab_run(unit, folder)
     resumed, stopped = report.run.resumed_from, report.run.stopped
     how = ("checkpoints found, report made again" if stopped == "already finished"

@@ -19,13 +19,30 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Rule", "MAX_COUNT", "ON_LONG", "COUNT", "LIMIT", "BATCH_SIZE", "MIN_COUNT", "MAX_BATCH_TOKENS",
-           "N_RESAMPLES", "SEED", "analysis_rules", "shown"]
+from probes.reports.names import control_character
 
-#: The largest count any option takes (sentences, resamples, a batch, seeds ...): far above any real run, and
-#: below what the standard library and numpy take as a size (``itertools.islice`` refuses more than
-#: ``sys.maxsize``), so a huge value is one clear error instead of an internal one deep in the run.
+__all__ = ["Rule", "MAX_COUNT", "MAX_RESAMPLES", "MAX_BATCH", "MAX_TOKENS", "MAX_SEEDS", "MAX_SEQUENCES",
+           "MAX_ATTENTION_MB", "ON_LONG", "COUNT", "LIMIT", "BATCH_SIZE", "MIN_COUNT", "MAX_BATCH_TOKENS",
+           "N_RESAMPLES", "SEED", "SEEDS", "TOKENS", "SEQUENCES", "PATH", "analysis_rules", "shown"]
+
+#: The largest count an option takes that caps or counts what is read or run (sentences, steps, epochs ...): far
+#: above any real run, and below what the standard library and numpy take as a size (``itertools.islice`` refuses
+#: more than ``sys.maxsize``), so a huge value is one clear error instead of an internal one deep in the run.
+#: Counts that size an allocation before any data is read have the tighter bounds below.
 MAX_COUNT = 1_000_000_000
+#: The most bootstrap resamples: each draws a ``(resamples, sentences)`` weight matrix, so 10^5 (a hundred times
+#: the default 1000, far past where percentile intervals stop changing) is about 80 MB per 100 sentences.
+MAX_RESAMPLES = 100_000
+#: The most sentences (inputs, training blocks) in one batch.
+MAX_BATCH = 65_536
+#: The most tokens of one input, window or forward pass (2^24: above every model's context).
+MAX_TOKENS = 1 << 24
+#: The most seeds of one run (prune's random orders, a probe's seeds): each is a whole run of its own.
+MAX_SEEDS = 1000
+#: The most repeated random sequences of the head-type scores (all drawn before the model runs).
+MAX_SEQUENCES = 10_000
+#: The largest ``--max-attention-mb`` (a petabyte: no bound a machine reaches, but a finite one).
+MAX_ATTENTION_MB = 1e9
 #: What the extractor does with inputs over the model's maximum (its ``ON_LONG``, repeated here so that no torch
 #: import is needed; a test keeps the two equal).
 ON_LONG: tuple[str, ...] = ("skip", "truncate", "window")
@@ -37,9 +54,10 @@ class Rule:
 
     Attributes:
         kind: ``count`` (a whole number), ``number`` (a finite real), ``flag`` (true or false), ``text`` (a
-            non-empty string), ``string`` (any string), ``choice`` (one of ``choices``), ``texts`` (a list of
-            strings; of ``choices`` when given), ``counts`` (a list of whole numbers), ``flag-or-choice`` (true,
-            false or one of ``choices``).
+            non-empty string), ``string`` (any string), ``path`` (a non-empty string with no NUL or other
+            control character), ``choice`` (one of ``choices``), ``texts`` (a list of strings; of ``choices``
+            when given), ``counts`` (a list of whole numbers), ``flag-or-choice`` (true, false or one of
+            ``choices``).
         least, most: the range of a count or number (of each element of ``counts``); None: unbounded.
         below: ``most`` itself is excluded (``[least, most)``).
         choices: the names a ``choice``, ``texts`` or ``flag-or-choice`` may take (empty: any).
@@ -59,10 +77,16 @@ class Rule:
         names = ", ".join(self.choices)
         return {"count": f"a whole number{self._range()}", "number": f"a number{self._range()}",
                 "flag": "true or false", "text": "a non-empty string", "string": "a string",
+                "path": "a non-empty string",
                 "choice": f"one of {names}",
                 "texts": f"a list of names from {names}" if self.choices else "a list of strings",
                 "counts": f"a list of whole numbers{self._range()}",
                 "flag-or-choice": f"true, false or one of {names}"}[self.kind]
+
+    def found(self, value: Any) -> str:
+        """What an error message says was found instead (``"twenty"``; for a path, its control character)."""
+        bad = control_character(value) if self.kind == "path" and isinstance(value, str) else None
+        return shown(value) if bad is None else f"{bad} in {shown(value)} (a path holds none)"
 
     def _range(self) -> str:
         if self.least is None and self.most is None:
@@ -85,6 +109,8 @@ class Rule:
             return isinstance(value, bool)
         if self.kind in ("text", "string"):
             return isinstance(value, str) and (bool(value) or self.kind == "string")
+        if self.kind == "path":
+            return isinstance(value, str) and bool(value) and control_character(value) is None
         if self.kind == "choice":
             return isinstance(value, str) and value in self.choices
         if self.kind == "texts":
@@ -135,12 +161,20 @@ def shown(value: Any, *, width: int = 60) -> str:
 #: Options with the same rule in every command (the CLI's option helpers take their bounds from these).
 COUNT = Rule("count", 1, MAX_COUNT)
 LIMIT = COUNT
-BATCH_SIZE = COUNT
+BATCH_SIZE = Rule("count", 1, MAX_BATCH)
 MIN_COUNT = COUNT
-N_RESAMPLES = COUNT
-MAX_BATCH_TOKENS = Rule("count", 16, MAX_COUNT)
+N_RESAMPLES = Rule("count", 1, MAX_RESAMPLES)
+MAX_BATCH_TOKENS = Rule("count", 16, MAX_TOKENS)
+#: Tokens of a window or an input (``window``, ``stride``, ``--max-length``).
+TOKENS = Rule("count", 1, MAX_TOKENS)
 #: A random seed: what numpy and torch both take.
 SEED = Rule("count", 0, 2**32 - 1)
+#: How many seeds a run takes (a probe's ``seeds``).
+SEEDS = Rule("count", 1, MAX_SEEDS)
+#: Repeated random sequences of the head-type scores (0: none).
+SEQUENCES = Rule("count", 0, MAX_SEQUENCES)
+#: A file or folder named in an experiment file (``out``).
+PATH = Rule("path")
 _TEXT = Rule("text")
 _FLAG = Rule("flag")
 _TEXTS = Rule("texts")
@@ -157,7 +191,7 @@ def _coreference_rules(kind: str) -> dict[str, Rule]:
     from probes.analysis.coreference import ANTECEDENT_SCOPES, CANDIDATE_SETS, SINGLETONS, SPLIT_ANTECEDENTS
     from probes.analysis.mentions import COREF_DIRECTIONS
 
-    rules = {**_extraction_rules(), "window": COUNT, "stride": COUNT, "revision": _TEXT, "n_resamples": N_RESAMPLES,
+    rules = {**_extraction_rules(), "window": TOKENS, "stride": TOKENS, "revision": _TEXT, "n_resamples": N_RESAMPLES,
              "direction": Rule("choice", choices=COREF_DIRECTIONS)}
     if kind == "bridging":
         return {**rules, "credit": Rule("choice", choices=CREDITS), "min_links": COUNT}
@@ -177,7 +211,7 @@ def _importance_rules(kind: str) -> dict[str, Rule]:
     if kind == "importance":
         return {**rules, "loo": _FLAG, "global_rescale": _FLAG, "n_resamples": N_RESAMPLES}
     return {**rules, "step": Rule("number", 0.01, 0.5), "importance": Rule("choice", choices=("iterative", "once")),
-            "random_seeds": Rule("counts", 0, MAX_COUNT), "orders": Rule("texts", choices=tuple(SCORE_ORDERS)),
+            "random_seeds": Rule("counts", 0, MAX_SEEDS), "orders": Rule("texts", choices=tuple(SCORE_ORDERS)),
             "one_per_layer": _FLAG, "leaderboard_at": Rule("number", 0.01, 0.99), "start_loo": _FLAG}
 
 
@@ -185,9 +219,9 @@ def _probe_rules() -> dict[str, Rule]:
     from probes.probing.controls import CONTROL_KINDS
     from probes.runs.probing import PROBE_KINDS
 
-    return {**_extraction_rules(), "kinds": Rule("texts", choices=(*PROBE_KINDS, "all")), "vectors": _TEXT,
+    return {**_extraction_rules(), "kinds": Rule("texts", choices=(*PROBE_KINDS, "all")), "vectors": PATH,
             "epochs": COUNT, "control": Rule("flag-or-choice", choices=CONTROL_KINDS), "random_init": _FLAG,
-            "max_train": COUNT, "max_eval": COUNT, "min_count": MIN_COUNT, "seed": SEED, "seeds": COUNT}
+            "max_train": COUNT, "max_eval": COUNT, "min_count": MIN_COUNT, "seed": SEED, "seeds": SEEDS}
 
 
 @functools.cache
@@ -207,8 +241,8 @@ def analysis_rules(kind: str) -> Mapping[str, Rule]:
                  "interval_unit": Rule("choice", choices=UNITS)}
     elif kind == "atlas":
         rules = {**_extraction_rules(), "js_sentences": Rule("count", 2, MAX_COUNT), "js_items": _FLAG,
-                 "clusters": COUNT, "counts": _TEXT, "word_level": _FLAG, "grad_sentences": Rule("count", 0, MAX_COUNT),
-                 "head_type_sequences": Rule("count", 0, MAX_COUNT), "example": _TEXT}
+                 "clusters": COUNT, "counts": PATH, "word_level": _FLAG, "grad_sentences": Rule("count", 0, MAX_COUNT),
+                 "head_type_sequences": SEQUENCES, "example": _TEXT}
     elif kind in ("coreference", "bridging"):
         rules = _coreference_rules(kind)
     elif kind == "probe":

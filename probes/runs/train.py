@@ -1,8 +1,9 @@
 """``probes train`` as a library call: train a small model from scratch, then write its loss curves.
 
-:func:`train_model` claims the run folder (a second run into it stops at once; a run killed there is its own and
-resumes), trains (:func:`probes.training.trainer.train`: checkpoints under ``OUT/checkpoints/``), and reads the
-loss curves back from the checkpoints. ``report.write(out)`` writes ``curves.csv``, ``figures/loss.png`` (held-out
+:func:`train_model` claims the run folder (a second run into it stops at once; a folder holding a training run's
+``training.json`` is that run's, and the same call resumes it; ``overwrite`` starts over), trains
+(:func:`probes.training.trainer.train`: checkpoints under ``OUT/checkpoints/``), and reads the loss curves back
+from the checkpoints. ``report.write(out)`` writes ``curves.csv``, ``figures/loss.png`` (held-out
 and training loss against tokens seen, with the unigram baseline), ``curves/`` (the
 :class:`~probes.training.curves.TrainingCurves`, for :func:`probes.load`), ``symmetry/`` (the
 :class:`~probes.training.symmetry.HeadSymmetry` of every checkpoint on the first ``symmetry_sentences`` held-out
@@ -64,7 +65,8 @@ class TrainReport:
         run = self.run
         steps = ", ".join(map(str, run.checkpoints))
         how = {"finished": "finished", "max-minutes": "stopped by --max-minutes at a checkpoint",
-               "already finished": "already finished (nothing to do)"}.get(run.stopped, run.stopped)
+               "already finished": "already finished (nothing to train; the report is made again)"}.get(run.stopped,
+                                                                                                       run.stopped)
         resumed = f", resumed from step {run.resumed_from}" if run.resumed_from is not None else ""
         speed = f", {run.tokens_per_second:,.0f} tokens/s" if run.tokens_per_second else ""
         return (f"training {how}{resumed}: step {run.last_step} of {run.config.steps}{speed}\n"
@@ -84,11 +86,49 @@ class TrainReport:
     def write(self, out_dir: str | Path, *, figure_format: str = "png", overwrite: bool = False) -> dict[str, Path]:
         """Write ``curves.csv``, ``figures/loss.png`` (and ``figure_format`` when another), ``curves/`` and
         ``run.json`` into the run folder (the checkpoints stay as they are)."""
+        from probes.training.checkpoints import writing
+
         out = Path(out_dir)
         if launched_main():  # the other ranks write to scratch folders; checking rank 0's would race its files
             check_out_dir(out, COMMAND, overwrite=overwrite)  # the run folder holds checkpoints: it is its own
-        return write_output(out, COMMAND, partial(_write_report, report=self), figure_format=figure_format,
-                            own_folder=True)
+        with writing(out):  # a failed write that no writer named (a full disk): one line naming the folder
+            return write_output(out, COMMAND, partial(_write_report, report=self), figure_format=figure_format,
+                                own_folder=True)
+
+
+def _remove_report(out: Path) -> None:
+    """Remove the report of an earlier ``probes train`` run in ``out``: its ``run.json`` and the files it lists
+    (inside ``out`` only), and the folders they leave empty."""
+    import contextlib
+
+    from probes.errors import InputError, WriteError
+    from probes.run_record import RUN_FILE, RunRecord
+    from probes.safe_read import inside_folder
+
+    path = out / RUN_FILE
+    try:
+        record = RunRecord.load(path)
+    except InputError:  # none, or not a record: nothing of this run's to remove
+        return
+    if record.command != COMMAND:
+        return
+    listed = record.detail("files")
+    files: list[Any] = listed if isinstance(listed, list) else []
+    for name in [*files, RUN_FILE]:
+        try:
+            target = inside_folder(out, name, what="file", source=path)
+        except InputError:
+            continue  # never removed: not inside the folder
+        try:
+            if target.is_file():
+                target.unlink()
+            for parent in target.parents:
+                if parent == out.resolve():
+                    break
+                with contextlib.suppress(OSError):
+                    parent.rmdir()  # only when empty
+        except OSError as exc:
+            raise WriteError.from_oserror(exc, target) from exc
 
 
 def _draw(curves: TrainingCurves, path: Path) -> Path:
@@ -143,7 +183,7 @@ def _symmetry_texts(config: TrainConfig, checkpoint: Path, n: int) -> list[str]:
 
     from probes.training.data import read_corpus
 
-    tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint, trust_remote_code=False)
     texts: list[str] = []
     for text in read_corpus(config.treebank, config.select_on).dev:
         if text.split() and len(tokenizer(text)["input_ids"]) <= config.seq_len:
@@ -171,23 +211,38 @@ def train_model(config: TrainConfig, out: str | Path, *, progress: bool = True, 
                 record: dict[str, Any] | None = None, symmetry_sentences: int = SYMMETRY_SENTENCES) -> TrainReport:
     """Train ``config``'s model into ``out`` (resuming a run of the same options stopped there); the report.
 
+    A folder holding a training run (its ``training.json``) is that run's: the same config resumes it from its
+    latest complete checkpoint, whether it stopped by Ctrl-C, ``kill -9``, an error or ``max_minutes``; a finished
+    one is not trained again (``run.stopped == "already finished"``; its report is made again); other options or
+    data are refused, naming what differs. ``overwrite`` starts over: the files the run wrote (record, tokenizer,
+    checkpoints, resume state, and the report its ``run.json`` lists) are removed first, and nothing else.
+
     Then, unless ``symmetry_sentences`` is 0, the distances between the heads of each layer at every checkpoint
     on the first ``symmetry_sentences`` held-out sentences that fit the model (on rank 0 only, under ``torchrun``:
     the other ranks' reports hold none and are written nowhere).
 
     Raises:
-        ConfigError: ``out`` holds other files than a training run of the same options (without ``overwrite``).
+        ConfigError: the sizes need more memory than the machine has (:func:`probes.training.memory.check_memory`);
+            ``out`` holds other files than a training run, or a run of other options or data (without
+            ``overwrite``).
         FolderLockedError: another run writes into ``out``.
+        WriteError: ``out`` cannot be written (a full disk, a read-only folder).
     """
     from probes.runs.record import run_record
     from probes.training.curves import read_curves
+    from probes.training.memory import check_memory
+    from probes.training.runfolder import read_run
     from probes.training.trainer import train
 
     out = Path(out)
+    check_memory(config)  # before the folder is claimed: a model this machine cannot hold is refused at once
     if launched_main():  # rank 0 alone claims and checks the folder: the others would race its first files
-        check_out_dir(out, COMMAND, overwrite=overwrite)  # claimed before any work; a killed run's folder is reused
+        own = out.is_dir() and read_run(out) is not None  # a run's folder (a foreign training.json: refused)
+        check_out_dir(out, COMMAND, overwrite=overwrite or own)  # claimed (locked) before any work
+        if overwrite:
+            _remove_report(out)
     t0 = time.perf_counter()
-    run = train(config, out, progress=progress)
+    run = train(config, out, progress=progress, fresh=overwrite)
     world = World.current()  # under torchrun: the Trainer's process group
     world.barrier("the end of training")  # rank 0 has written the last checkpoint
     curves = read_curves(out)

@@ -2,8 +2,10 @@
 
 Each checkpoint holds ``config.json``, the tokenizer's files, ``model.safetensors`` and ``training.json`` (scheme,
 seeds, step, tokens seen, train and held-out loss, data sha256s, the whole config). It is written into a temporary
-folder beside its place and renamed into place, so a checkpoint folder is complete or absent: a run killed while
-writing one leaves no half checkpoint behind.
+folder beside its place (``.step-NNNNNN.tmp-PID-N``) and renamed into place, so a checkpoint folder is complete or
+absent: a run killed while writing one leaves at most that hidden folder, which the next run removes
+(:func:`probes.training.runfolder.remove_stale`). A write that fails (a full disk, a read-only folder) is one
+:class:`~probes.errors.WriteError` naming the folder, whichever library raised it (:func:`write_failure`).
 
 ``trained:RUN@STEP`` names one in every command (:func:`resolve_trained`; RUN is a ``probes train --out``
 folder, STEP a step number or ``last``, the default). No torch import; nothing here imports the extraction
@@ -12,19 +14,22 @@ stage (its model loading resolves ``trained:`` names through this module).
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import itertools
 import json
 import os
 import re
 import shutil
-import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from probes.errors import ConfigError, InputError
+from probes.errors import ConfigError, InputError, WriteError
 
 __all__ = ["CHECKPOINTS_DIR", "TRAINING_FILE", "TRAINED_PREFIX", "step_name", "list_checkpoints", "last_checkpoint",
-           "is_trained", "parse_trained", "resolve_trained", "read_training", "write_checkpoint"]
+           "is_trained", "parse_trained", "resolve_trained", "read_training", "write_checkpoint", "write_failure",
+           "writing"]
 
 #: The folder of a run that holds its checkpoints.
 CHECKPOINTS_DIR = "checkpoints"
@@ -34,6 +39,11 @@ TRAINING_FILE = "training.json"
 TRAINED_PREFIX = "trained:"
 _STEP = re.compile(r"^step-(\d{6,})$")
 _SPEC = re.compile(r"^trained:(?P<run>.+?)(?:@(?P<step>[^@/]*))?$")
+_COUNTER = itertools.count()
+#: How libraries word an operating system's write error: Rust's ``io::Error`` (safetensors, tokenizers).
+_OS_ERROR = re.compile(r"\(os error (\d+)\)")
+#: How torch's file writer says a write failed (it gives no errno): ``torch.save`` into a full disk.
+_TORCH_WRITE = ("PytorchStreamWriter", "inline_container", "file write failed")
 
 
 def step_name(step: int) -> str:
@@ -110,44 +120,90 @@ def read_training(folder: str | Path) -> dict[str, Any]:
     Raises:
         InputError: missing, or not a JSON object.
     """
+    from probes.safe_read import load_json
+
     path = Path(folder) / TRAINING_FILE
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = load_json(path, what="a checkpoint's record")
     except OSError as exc:
         raise InputError(f"cannot read the checkpoint's record ({exc.strerror or exc})", path=path) from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"expected JSON, found a syntax error ({exc.msg})", path=path, line=exc.lineno) from None
     if not isinstance(data, dict):
         raise InputError(f"expected a JSON object, found {type(data).__name__}", path=path)
     return data
+
+
+def write_failure(exc: BaseException, path: str | Path) -> WriteError | None:
+    """``exc``, raised while writing ``path``, as one :class:`WriteError` when it is a failed write; else None.
+
+    An ``OSError`` is one; so are the errors libraries raise for it without being one: safetensors' and
+    tokenizers' (``... (os error 28)``) and torch's file writer (no errno: a full disk is told by the free space
+    left). A WriteError is returned as it is.
+    """
+    if isinstance(exc, WriteError):
+        return exc
+    if isinstance(exc, OSError):
+        return WriteError.from_oserror(exc, path)
+    text = str(exc)
+    match = _OS_ERROR.search(text)
+    if match:
+        code = int(match.group(1))
+        return WriteError.from_oserror(OSError(code, os.strerror(code)), path)
+    if isinstance(exc, RuntimeError) and any(mark in text for mark in _TORCH_WRITE):
+        return WriteError.from_oserror(OSError(errno.ENOSPC if _disk_full(path) else errno.EIO,
+                                               "torch could not write the file"), path)
+    return None
+
+
+def _disk_full(path: str | Path) -> bool:
+    """Whether the file system of ``path`` (or its nearest existing folder) has no room left for a user."""
+    place = Path(path)
+    while not place.exists() and place != place.parent:
+        place = place.parent
+    try:
+        stats = os.statvfs(place)
+    except (OSError, AttributeError):
+        return False
+    return stats.f_bavail * stats.f_frsize < (1 << 20)
+
+
+@contextlib.contextmanager
+def writing(path: str | Path) -> Iterator[None]:
+    """Turn a failed write inside the block (see :func:`write_failure`) into one WriteError naming ``path``."""
+    try:
+        yield
+    except Exception as exc:
+        error = write_failure(exc, path)
+        if error is None or error is exc:
+            raise
+        raise error from exc
 
 
 def write_checkpoint(run: str | Path, step: int, model: Any, tokenizer: Any, training: Mapping[str, Any]) -> Path:
     """Write the checkpoint at ``step`` (model, tokenizer, ``training.json``) whole or not at all; its folder.
 
     An existing checkpoint at ``step`` is replaced.
-    """
-    root = Path(run) / CHECKPOINTS_DIR
-    root.mkdir(parents=True, exist_ok=True)
-    folder = root / step_name(step)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=root))
-    try:
-        from transformers.utils import logging as hf_logging
 
-        quiet = hf_logging.is_progress_bar_enabled()
-        if quiet:
-            hf_logging.disable_progress_bar()
-        try:
-            model.save_pretrained(tmp)
-            tokenizer.save_pretrained(tmp)
-        finally:
-            if quiet:
-                hf_logging.enable_progress_bar()
-        (tmp / TRAINING_FILE).write_text(json.dumps(dict(training), indent=2, sort_keys=True) + "\n",
-                                         encoding="utf-8")
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(tmp, folder)
+    Raises:
+        WriteError: the disk is full, or the folder cannot be written (the checkpoint is then absent).
+    """
+    folder = Path(run) / CHECKPOINTS_DIR / step_name(step)
+    tmp = folder.with_name(f".{folder.name}.tmp-{os.getpid()}-{next(_COUNTER)}")
+    try:
+        with writing(folder):
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            tmp.mkdir()
+            _save(tmp, model, tokenizer, training)
+            if folder.exists():
+                shutil.rmtree(folder)
+            os.replace(tmp, folder)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return folder
+
+
+def _save(tmp: Path, model: Any, tokenizer: Any, training: Mapping[str, Any]) -> None:
+    """The checkpoint's files, into ``tmp``, without transformers' progress bars."""
+    from probes.extraction.random_init import save_model_folder
+
+    save_model_folder(tmp, model, tokenizer)
+    (tmp / TRAINING_FILE).write_text(json.dumps(dict(training), indent=2, sort_keys=True) + "\n", encoding="utf-8")

@@ -18,7 +18,8 @@ from typing import Any
 from probes.errors import ConfigError
 
 __all__ = ["TrainConfig", "ARCHS", "CHECKPOINT_RULES", "TRAIN_TOKENIZER", "BYTE_LEVEL_ARCHS", "BYTE_ALPHABET",
-           "SPECIAL_TOKENS", "RESUME_EXEMPT", "checkpoint_steps"]
+           "SPECIAL_TOKENS", "RESUME_EXEMPT", "MAX_LAYERS", "MAX_HEADS", "MAX_HIDDEN", "MAX_INTERMEDIATE",
+           "MAX_SEQ_LEN", "MAX_BATCH_SIZE", "MAX_VOCAB", "MAX_STEPS", "checkpoint_steps"]
 
 #: Architectures ``probes train`` builds: a BERT-style masked-LM encoder and two causal LMs.
 ARCHS: tuple[str, ...] = ("bert", "gpt2", "llama")
@@ -35,6 +36,25 @@ CHECKPOINT_RULES: tuple[str, ...] = ("log2",)
 RESUME_EXEMPT: tuple[str, ...] = ("max_minutes",)
 #: ``--tokenizer train:VOCAB``: train a tokenizer of VOCAB entries on the training text.
 TRAIN_TOKENIZER = "train:"
+# The largest sizes a run may ask for: far above any model trained from scratch on a treebank, so a larger value
+# is a typo, refused before anything is allocated (the memory a size needs is checked separately, against the
+# machine: :mod:`probes.training.memory`).
+#: Most ``--layers``.
+MAX_LAYERS = 1024
+#: Most ``--heads`` (and ``--kv-heads``).
+MAX_HEADS = 1024
+#: Most ``--hidden``.
+MAX_HIDDEN = 65536
+#: Most ``--intermediate``.
+MAX_INTERMEDIATE = 4 * MAX_HIDDEN
+#: Most ``--seq-len``.
+MAX_SEQ_LEN = 65536
+#: Most ``--batch-size``.
+MAX_BATCH_SIZE = 65536
+#: Most VOCAB of ``--tokenizer train:VOCAB``.
+MAX_VOCAB = 1 << 20
+#: Most ``--steps`` (and ``--warmup``): what the other commands take as a count.
+MAX_STEPS = 1_000_000_000
 
 
 def checkpoint_steps(rule: str, steps: int) -> list[int]:
@@ -49,22 +69,34 @@ def checkpoint_steps(rule: str, steps: int) -> list[int]:
     return sorted(out)
 
 
+def _short(value: Any, most: int = 60) -> str:
+    """``repr(value)``, cut to ``most`` characters (an error line stays one short line)."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int of more than 4300 digits has no repr
+        text = f"a whole number of about {int(value.bit_length() * 0.30103)} digits"
+    return text if len(text) <= most else text[:most] + "..."
+
+
 def _whole(flag: str, value: Any, least: int, most: int | None = None) -> None:
     ok = isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= least
     if not ok or (most is not None and value > most):
         span = f"from {least} to {most}" if most is not None else f">= {least}"
-        raise ConfigError(f"{flag}: expected a whole number {span}, found {value!r}")
+        raise ConfigError(f"{flag}: expected a whole number {span}, found {_short(value)}")
 
 
 def _number(flag: str, value: Any, low: float, high: float | None, *, low_open: bool = False,
             high_open: bool = True) -> None:
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    try:  # math.isfinite of an int past a float's range raises OverflowError
+        ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    except OverflowError:
+        ok = False
     ok = ok and (value > low if low_open else value >= low)
     ok = ok and (high is None or (value < high if high_open else value <= high))
     if not ok:
         left = f"> {low}" if low_open else f">= {low}"
         right = "" if high is None else (f" and < {high}" if high_open else f" and <= {high}")
-        raise ConfigError(f"{flag}: expected a number {left}{right}, found {value!r}")
+        raise ConfigError(f"{flag}: expected a number {left}{right}, found {_short(value)}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,19 +154,19 @@ class TrainConfig:
         self._check_data()
 
     def _check_size(self) -> None:
-        _whole("--layers", self.layers, 1)
-        _whole("--heads", self.heads, 1)
-        _whole("--hidden", self.hidden, 1)
+        _whole("--layers", self.layers, 1, MAX_LAYERS)
+        _whole("--heads", self.heads, 1, MAX_HEADS)
+        _whole("--hidden", self.hidden, 1, MAX_HIDDEN)
         if self.hidden % self.heads:
             raise ConfigError(f"--heads: expected a divisor of --hidden {self.hidden} (head size = hidden / heads), "
                               f"found {self.heads}")
         if self.intermediate is not None:
-            _whole("--intermediate", self.intermediate, 1)
+            _whole("--intermediate", self.intermediate, 1, MAX_INTERMEDIATE)
         if self.kv_heads is not None:
             if self.arch != "llama":
                 raise ConfigError(f"--kv-heads: expected none for --arch {self.arch} (only llama has grouped-query "
                                   f"attention), found {self.kv_heads!r}")
-            _whole("--kv-heads", self.kv_heads, 1)
+            _whole("--kv-heads", self.kv_heads, 1, MAX_HEADS)
             if self.heads % self.kv_heads:
                 raise ConfigError(f"--kv-heads: expected a divisor of --heads {self.heads}, found {self.kv_heads}")
         from probes.training.schemes import InitScheme
@@ -152,9 +184,9 @@ class TrainConfig:
     def _check_training(self) -> None:
         _whole("--seed", self.seed, 0, 2**32 - 1)
         _whole("--data-seed", self.data_seed, 0, 2**32 - 1)
-        _whole("--steps", self.steps, 1)
-        _whole("--batch-size", self.batch_size, 1)
-        _whole("--seq-len", self.seq_len, 4)
+        _whole("--steps", self.steps, 1, MAX_STEPS)
+        _whole("--batch-size", self.batch_size, 1, MAX_BATCH_SIZE)
+        _whole("--seq-len", self.seq_len, 4, MAX_SEQ_LEN)
         _number("--learning-rate", self.learning_rate, 0.0, None, low_open=True)
         _whole("--warmup", self.warmup, 0, self.steps)
         _number("--weight-decay", self.weight_decay, 0.0, None)
@@ -172,8 +204,11 @@ class TrainConfig:
             raise ConfigError(f"--tokenizer: expected train:VOCAB or a base model, found {self.tokenizer!r}")
         vocab = self.train_vocab
         if self.tokenizer.startswith(TRAIN_TOKENIZER) and vocab is None:
-            raise ConfigError(f"--tokenizer: expected train:VOCAB with VOCAB a whole number, found {self.tokenizer!r}")
+            raise ConfigError(f"--tokenizer: expected train:VOCAB with VOCAB a whole number, found "
+                              f"{_short(self.tokenizer)}")
         if vocab is not None:
+            if vocab > MAX_VOCAB:
+                raise ConfigError(f"--tokenizer: expected train:VOCAB with VOCAB <= {MAX_VOCAB}, found {vocab}")
             least = len(SPECIAL_TOKENS[self.arch]) + (BYTE_ALPHABET if self.arch in BYTE_LEVEL_ARCHS else 1)
             if vocab < least:
                 kind = (f"{BYTE_ALPHABET} bytes" if self.arch in BYTE_LEVEL_ARCHS else "one piece")
@@ -202,7 +237,8 @@ class TrainConfig:
         if not self.tokenizer.startswith(TRAIN_TOKENIZER):
             return None
         text = self.tokenizer[len(TRAIN_TOKENIZER):].strip()
-        return int(text) if text.isdigit() else None
+        # ASCII digits only ('²'.isdigit() holds, int() refuses it), and few of them (int() refuses 4300+)
+        return int(text) if text.isascii() and text.isdigit() and len(text) <= 12 else None
 
     def checkpoint_steps(self) -> list[int]:
         """The steps a checkpoint is written at."""

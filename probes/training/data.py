@@ -25,7 +25,8 @@ import numpy as np
 import numpy.typing as npt
 
 from probes.checksum import file_sha256
-from probes.errors import ConfigError, FormatError
+from probes.errors import ConfigError
+from probes.safe_read import read_text
 
 __all__ = ["TextSource", "Corpus", "read_corpus", "read_texts", "token_blocks", "block_layout", "DEV_FRACTION",
            "DEV_RULE", "TEXT_SUFFIXES"]
@@ -69,13 +70,14 @@ class Corpus:
                 "dev_sentences": len(self.dev), "dev_rule": self.dev_rule}
 
 
+#: The largest plain-text file read as training data (1 GiB; read whole, so bounded).
+MAX_TEXT_FILE_BYTES = 1 << 30
+
+
 def _read_text_file(path: Path) -> Iterator[tuple[str, str]]:
-    """``(id, text)`` of every non-blank line of a UTF-8 text file (id ``NAME:LINE``)."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as exc:
-        raise FormatError(f"expected UTF-8 text, found a byte that is not ({exc.reason} at byte {exc.start})",
-                          path=path) from None
+    """``(id, text)`` of every non-blank line of a UTF-8 text file (id ``NAME:LINE``): a regular file of at most
+    :data:`MAX_TEXT_FILE_BYTES` (a device, a pipe or a larger file is one InputError)."""
+    lines = read_text(path, limit=MAX_TEXT_FILE_BYTES, what="a UTF-8 text file to train on").splitlines()
     for number, line in enumerate(lines, 1):
         text = " ".join(line.split())
         if text:

@@ -10,18 +10,22 @@ The run folder ``OUT`` holds:
 * ``resume/checkpoint-N/``: the ``Trainer``'s own state at the latest checkpoint (optimizer, scheduler, random
   states, data position); removed once the last step is written.
 
+Whose folder it is, what a stopped run leaves half-written there and how a run starts over is
+:mod:`probes.training.runfolder`'s. Before anything is read or built, the sizes are checked against the memory of
+the machine (:func:`probes.training.memory.check_memory`).
+
 The loop is transformers' ``Trainer`` (``TrainingArguments(seed, data_seed, max_steps, ...)``, AdamW, a linear
 schedule), so ``torchrun`` and ``accelerate launch`` run it on several processes or GPUs unchanged (each rank
 draws its own blocks and masks; rank 0 alone writes the run folder); probes adds its callbacks
-(:mod:`probes.training.callbacks`). Run again with the same options, a run resumes from its latest
-checkpoint: the data order comes from ``data_seed`` and the epoch, the masks from ``(data_seed, batch)``, and
-dropout from the random state the ``Trainer`` restores, so on CPU the resumed run ends byte-identical to one
-that never stopped.
+(:mod:`probes.training.callbacks`). Run again with the same options after Ctrl-C, ``kill -9``, an error or
+``max_minutes``, a run resumes from its latest complete checkpoint: the data order comes from ``data_seed`` and
+the epoch, the masks from ``(data_seed, batch)``, and dropout from the random state the ``Trainer`` restores, so
+on CPU the resumed run ends byte-identical to one that never stopped. A failed write (a full disk) is one
+:class:`~probes.errors.WriteError` naming the folder.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -36,20 +40,17 @@ import numpy.typing as npt
 
 from probes.errors import ConfigError
 from probes.training.allocator import keep_freed_memory
-from probes.training.checkpoints import TRAINING_FILE, list_checkpoints, write_checkpoint
+from probes.training.checkpoints import list_checkpoints, write_checkpoint, writing
 from probes.training.config import TrainConfig
+from probes.training.memory import check_memory
+from probes.training.runfolder import (RESUME_DIR, RUN_FILE, TOKENIZER_DIR, read_run, remove_run, remove_stale,
+                                       resume_state, run_differences)
 from probes.world import launched_main, launched_processes
 
 __all__ = ["TrainingRun", "train", "RUN_FILE", "TOKENIZER_DIR", "RESUME_DIR", "DEV_BLOCKS", "OPTIMIZER"]
 
 log = logging.getLogger("probes")
 
-#: The run's record in ``OUT`` (same name as each checkpoint's own record).
-RUN_FILE = TRAINING_FILE
-#: Where the run keeps its tokenizer.
-TOKENIZER_DIR = "tokenizer"
-#: Where the ``Trainer`` keeps its resume state.
-RESUME_DIR = "resume"
 #: The most held-out blocks evaluated at each checkpoint (the first ones of the held-out text).
 DEV_BLOCKS = 512
 #: The optimizer, as ``TrainingArguments(optim=...)`` names it.
@@ -99,25 +100,40 @@ class _Data:
 
 
 def _check_run_folder(out: Path, config: TrainConfig) -> dict[str, Any] | None:
-    """The record of a previous run in ``out``, which must be of the same config; None for a new run."""
-    path = out / RUN_FILE
-    if not path.is_file():
-        return None
-    from probes.training.checkpoints import read_training
+    """The record of a previous run in ``out``, which must be of the same config; None for a new run.
 
-    training = read_training(out)
-    try:
-        previous = TrainConfig.from_dict(training.get("config", {}))
-    except (ConfigError, TypeError) as exc:
-        raise ConfigError(f"expected the record of a `probes train` run, found one it cannot read ({exc})",
-                          path=path) from None
-    changed = previous.differences(config)
-    if int(training.get("processes", 1)) != launched_processes():
-        changed = [*changed, f"processes: {training.get('processes', 1)} -> {launched_processes()}"]
+    Raises:
+        ConfigError: ``out`` holds a run of other options (each one named, with both values), or a
+            ``training.json`` that is no run's record.
+    """
+    found = read_run(out)
+    if found is None:
+        return None
+    training, before = found
+    changed = run_differences(training, before, config, launched_processes())
     if changed:
-        raise ConfigError(f"{out}: holds a training run with other options ({'; '.join(changed)}); resume it with "
-                          "its own options or train into another --out folder", path=None)
+        raise ConfigError(f"{out}: holds a training run with other options ({'; '.join(changed)}); run it with its "
+                          "own options to resume it, train into another --out folder, or pass --overwrite to start "
+                          "over", path=None)
     return training
+
+
+def _check_data(out: Path, previous: dict[str, Any], sources: Sequence[Any]) -> None:
+    """The data files must be those the run started with (same specs, same sha256); else name the first that
+    differs."""
+    data = previous.get("data")
+    before = data.get("sources") if isinstance(data, dict) else None
+    before = [s for s in before if isinstance(s, dict)] if isinstance(before, list) else []
+    for k, source in enumerate(sources):
+        old = before[k] if k < len(before) else {}
+        if old.get("sha256") != source.sha256:
+            was = f"sha256 {str(old.get('sha256'))[:12]}..." if old else "not part of it"
+            raise ConfigError(f"{out}: the data changed since the run started ({source.spec}: {was} then, sha256 "
+                              f"{source.sha256[:12]}... now); run it on its own data to resume it, train into "
+                              "another --out folder, or pass --overwrite to start over")
+    if len(before) != len(sources):
+        raise ConfigError(f"{out}: the data changed since the run started ({len(before)} data files then, "
+                          f"{len(sources)} now); train into another --out folder, or pass --overwrite to start over")
 
 
 def _dev_batches(blocks: npt.NDArray[np.int64], collator: Any, batch_size: int) -> list[dict[str, Any]]:
@@ -151,11 +167,7 @@ def _prepare(config: TrainConfig, out: Path, previous: dict[str, Any] | None) ->
 
     corpus = read_corpus(config.treebank, config.select_on)
     if previous is not None:
-        hashes = [s.sha256 for s in corpus.sources]
-        before = [s.get("sha256") for s in previous.get("data", {}).get("sources", [])]
-        if hashes != before:
-            raise ConfigError(f"{out}: the data changed since the run started (sha256 of the data files differ); "
-                              "train into another --out folder")
+        _check_data(out, previous, corpus.sources)
     tokenizer = build_tokenizer(config, corpus.train)
     if previous is not None:
         _check_tokenizer(out, tokenizer)
@@ -187,16 +199,6 @@ def _check_tokenizer(out: Path, tokenizer: Any) -> None:
                           "tokenizer that changed?); train into another --out folder", path=saved)
 
 
-def _resume_state(out: Path) -> tuple[int, Path] | None:
-    """The ``Trainer``'s latest complete resume state (its ``trainer_state.json`` is written last)."""
-    found = []
-    for path in (out / RESUME_DIR).glob("checkpoint-*"):
-        tail = path.name.split("-", 1)[1]
-        if tail.isdigit() and (path / "trainer_state.json").is_file():
-            found.append((int(tail), path))
-    return max(found) if found else None
-
-
 def _arguments(config: TrainConfig, out: Path) -> Any:
     import torch
     from transformers import TrainingArguments
@@ -211,6 +213,18 @@ def _arguments(config: TrainConfig, out: Path) -> Any:
         # several processes with no GPU: accelerate sees a CPU launch (gloo) only when told it is on the CPU;
         # otherwise every rank would train alone, each writing the same folder
         use_cpu=launched_processes() > 1 and not torch.cuda.is_available())
+
+
+def _save_or_write_error(trainer: Any, folder: Path) -> None:
+    """Make a failed write of the ``Trainer``'s resume state (a full disk: torch and safetensors raise their own
+    errors) one :class:`~probes.errors.WriteError` naming ``folder``."""
+    save = trainer._save_checkpoint
+
+    def save_checkpoint(*args: Any, **kwargs: Any) -> None:
+        with writing(folder):
+            save(*args, **kwargs)
+
+    trainer._save_checkpoint = save_checkpoint  # type: ignore[method-assign]
 
 
 class _Blocks:
@@ -241,7 +255,7 @@ def _writer(out: Path, data: _Data, config: TrainConfig, world: int) -> Any:
     return write
 
 
-def train(config: TrainConfig, out: str | Path, *, progress: bool = True, resume: bool = True,
+def train(config: TrainConfig, out: str | Path, *, progress: bool = True, resume: bool = True, fresh: bool = False,
           callbacks: Sequence[Any] = ()) -> TrainingRun:
     """Train ``config``'s model into the run folder ``out`` (see the module); resume a run stopped there.
 
@@ -251,28 +265,66 @@ def train(config: TrainConfig, out: str | Path, *, progress: bool = True, resume
         progress: show the progress bar (step, loss, tokens per second) on stderr.
         resume: continue from the latest checkpoint of a run of the same config in ``out`` (False: refuse a
             folder that holds one).
+        fresh: start over: remove what a run wrote into ``out`` first (:func:`~probes.training.runfolder.remove_run`;
+            on rank 0 of a ``torchrun`` launch, before any rank looks at the folder), whatever its options.
         callbacks: more ``transformers.TrainerCallback`` objects for the ``Trainer``.
 
     Raises:
-        ConfigError: ``out`` holds a run of other options or data (or any run, without ``resume``), or the data
-            are too small for one batch.
+        ConfigError: the sizes need more memory than the machine has; ``out`` holds a run of other options or
+            data (or any run, without ``resume``); the data are too small for one batch.
+        WriteError: the run folder cannot be written (a full disk, a read-only folder).
     """
     out = Path(out)
+    check_memory(config)  # the sizes against the machine, before anything is read or built
     allocator = keep_freed_memory()  # before the data and the model take memory (probes.training.allocator)
-    previous = _check_run_folder(out, config)
+    main = launched_main()
+    if fresh and main:
+        remove_run(out)
+    previous = None if fresh else _check_run_folder(out, config)
     if previous is not None and not resume:
         raise ConfigError(f"{out}: holds a training run already (resume=False); train into another folder")
-    found = list_checkpoints(out)
+    if main:
+        remove_stale(out)  # before the checkpoints and the resume state are read
+    found = {} if fresh else list_checkpoints(out)
     if config.steps in found:
+        if main:
+            shutil.rmtree(out / RESUME_DIR, ignore_errors=True)  # stopped between its last step and this
         return TrainingRun(out, config, found, None, "already finished", 0.0, 0.0, previous or {}, allocator)
     data = _prepare(config, out, previous)
-    if previous is None and launched_main():  # every rank builds the same tokenizer; rank 0 keeps it
-        out.mkdir(parents=True, exist_ok=True)
-        data.tokenizer.save_pretrained(out / TOKENIZER_DIR)
-        tmp = out / f".{RUN_FILE}.tmp"  # written last and whole: another rank reads it as the run's record
-        tmp.write_text(json.dumps(data.record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        os.replace(tmp, out / RUN_FILE)
+    check_memory(config, len(data.tokenizer))  # now with the tokenizer's own size
+    if main:  # every rank builds the same tokenizer; rank 0 keeps it
+        _keep_record(out, data, previous)
     return _fit(config, out, data, progress, callbacks, allocator)
+
+
+def _keep_record(out: Path, data: _Data, previous: dict[str, Any] | None) -> None:
+    """Write the run's record (first: it makes the folder a training run's) and its tokenizer, each whole."""
+    import json
+
+    with writing(out):
+        out.mkdir(parents=True, exist_ok=True)
+    if previous is None:  # another rank may read it as the run's record: written whole
+        text = json.dumps(data.record, indent=2, sort_keys=True) + "\n"
+        _whole(out / RUN_FILE, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    if previous is None:  # a tokenizer/ left by hand beside no record must at least be this run's
+        _check_tokenizer(out, data.tokenizer)
+    if not (out / TOKENIZER_DIR).exists():
+        _whole(out / TOKENIZER_DIR, data.tokenizer.save_pretrained)
+
+
+def _whole(path: Path, write: Any) -> None:
+    """``write(tmp)`` to ``.NAME.tmp-PID-0`` beside ``path`` (a file or a folder), then renamed to ``path``; a
+    failed write is one WriteError naming ``path`` and leaves nothing behind."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-0")
+    try:
+        with writing(path):
+            write(tmp)
+            os.replace(tmp, path)
+    finally:
+        if tmp.is_dir() and not tmp.is_symlink():
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            tmp.unlink(missing_ok=True)
 
 
 def _fit(config: TrainConfig, out: Path, data: _Data, progress: bool, callbacks: Sequence[Any],
@@ -291,14 +343,16 @@ def _fit(config: TrainConfig, out: Path, data: _Data, progress: bool, callbacks:
     model = build_model(config, data.tokenizer)
     collator = SeededCollator(tokenizer=data.tokenizer, mlm=config.masked_lm, data_seed=config.data_seed)
     world = max(1, args.world_size)
-    state = _resume_state(out)
-    done = list_checkpoints(out)
+    with args.main_process_first(local=False, desc="the run folder"):  # rank 0 tidied it (train) before this
+        state = resume_state(out)
+        done = list_checkpoints(out)
     checkpointer = Checkpointer(config.checkpoint_steps(), _writer(out, data, config, world), collator,
                                 max_minutes=config.max_minutes, has=lambda step: step in done)
     bar = Progress(config.batch_size * world * config.seq_len, enabled=progress)
     trainer = Trainer(model=model, args=args, train_dataset=_Blocks(data.train), data_collator=collator,
                       callbacks=[checkpointer, bar, *callbacks])
     trainer.remove_callback(PrinterCallback)
+    _save_or_write_error(trainer, out / RESUME_DIR)
     # The Trainer counts each batch's FLOPs for its state's `total_flos` (a walk over the parameters per step,
     # about 1% of a small model's step); probes reports tokens per second instead.
     trainer.floating_point_ops = lambda inputs: 0

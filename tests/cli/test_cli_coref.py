@@ -44,8 +44,8 @@ def test_missing_corpus_is_one_error_line(command: str, capsys: pytest.CaptureFi
 def test_bad_direction_and_stride(tiny: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bridging", "--model", "m", "--treebank", str(tiny), "--direction", "up"]) == 1
     assert "direction: expected one of anaphor_to_antecedent, antecedent_to_anaphor" in capsys.readouterr().err
-    assert main(["coref", "--model", "m", "--treebank", str(tiny), "--stride", "0"]) == 1
-    assert "positive stride" in capsys.readouterr().err
+    assert main(["coref", "--model", "m", "--treebank", str(tiny), "--stride", "0"]) == 2  # refused while parsing
+    assert "'--stride': Input should be greater than or equal to 1" in capsys.readouterr().err
 
 
 @pytest.mark.slow

@@ -48,7 +48,7 @@ def test_unknown_key_names_file_line_and_key(tmp_path):
 def test_bad_toml_and_missing_file(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text("treebank = \n", encoding="utf-8")
-    with pytest.raises(ConfigError, match=rf"^{bad}: expected TOML"):
+    with pytest.raises(ConfigError, match=rf"^{bad}:1: expected TOML"):
         load_config(bad, {"treebank"})
     with pytest.raises(ConfigError, match="cannot read the config file"):
         load_config(tmp_path / "none.toml", {"treebank"})

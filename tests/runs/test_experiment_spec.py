@@ -67,7 +67,7 @@ def test_reads_models_data_and_analyses(tmp_path: Path) -> None:
     ('kind = "prune"', 'kind = "prun"', "analyses.prune-probe.kind: expected a kind, one of .*found \"prun\"", 26),
     ('models = ["base"]', 'models = ["bass"]', "analyses.prune-probe.models: unknown model 'bass'", 28),
     ("title = \"t\"", "titel = \"t\"", "experiment.titel: unknown key", 3),
-    ("n_resamples = 200", "n_resamples = \"many\"", "experiment.n_resamples: expected a whole number from 1 to 1000000000, found \"many\"", 5),
+    ("n_resamples = 200", "n_resamples = \"many\"", "experiment.n_resamples: expected a whole number from 1 to 100000, found \"many\"", 5),
     ('treebank = "sample:test"', 'treebank = 3', "data.sample.treebank: expected a file or treebank name", 12),
     ("[analyses.atlas]", "[analyses.\"at las\"]", "expected letters, digits", None),
 ])

@@ -236,7 +236,7 @@ treebank = "sample:test"
 
 @pytest.mark.parametrize("cell, expected", [
     ('[train.a]\nlayrs = 2\n', r"x\.toml:11: train\.a\.layrs: unknown key of \[train\.a\]; expected one of "),
-    ('[train.a]\nheads = "four"\n', r'x\.toml:11: train\.a\.heads: expected a whole number from 1 to 1000000000, '
+    ('[train.a]\nheads = "four"\n', r'x\.toml:11: train\.a\.heads: expected a whole number from 1 to 1024, '
                                     r'found "four"'),
     ('[train.a]\nheads = 3\n', r"x\.toml:11: train\.a\.heads: expected a divisor of hidden 16 \(head size = "
                                r"hidden / heads\), found 3"),

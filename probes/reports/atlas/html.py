@@ -16,7 +16,6 @@ atlas cheap for 144 or 1,024 heads: the page is written in milliseconds.
 from __future__ import annotations
 
 import base64
-import html
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ import numpy.typing as npt
 from probes.errors import InputError
 from probes.extraction.attention import TokenAttention
 from probes.reports.atlas.figures import pool_to_words
-from probes.reports.escape import script_json
+from probes.reports.escape import clean_text, html_text, script_json
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -90,14 +89,14 @@ def _cell(value: Any) -> tuple[str, str]:
         return str(int(value)), str(int(value))
     if isinstance(value, (float, np.floating)):
         return f"{float(value):.3f}", repr(float(value))
-    return html.escape(str(value)), html.escape(str(value))
+    return html_text(value), html_text(value)
 
 
 def _table(heads: pd.DataFrame) -> str:
     """The sortable table: one row per head, every column of ``heads``; numeric columns sort as numbers."""
     columns = list(heads.columns)
     numeric = [heads[c].dtype.kind in "biuf" for c in columns]
-    head_row = "".join(f'<th data-numeric="{int(num)}" title="click to sort">{html.escape(str(c))}</th>'
+    head_row = "".join(f'<th data-numeric="{int(num)}" title="click to sort">{html_text(c)}</th>'
                        for c, num in zip(columns, numeric))
     rows = []
     for record in heads.itertuples(index=False, name=None):
@@ -149,7 +148,7 @@ def _cards(heads: pd.DataFrame, has_maps: bool) -> str:
     cards = []
     for row in heads.to_dict("records"):
         layer, head = int(row["layer"]), int(row["head"])
-        facts = "".join(f"<dt>{html.escape(label)}</dt><dd>{text}</dd>" for label, text in _card_facts(row))
+        facts = "".join(f"<dt>{html_text(label)}</dt><dd>{text}</dd>" for label, text in _card_facts(row))
         canvas = (f'<canvas class="mini" data-layer="{layer - 1}" data-head="{head - 1}" '
                   f'title="attention of head {layer}-{head} on the example; click for the head view"></canvas>'
                   if has_maps else "")
@@ -166,22 +165,22 @@ def _figures(figures: Mapping[str, str | Path | bytes]) -> str:
         if not data.startswith(b"\x89PNG"):
             raise InputError(f"figure {caption!r}: expected PNG data; found {data[:8]!r}")
         encoded = base64.b64encode(data).decode("ascii")
-        parts.append(f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{encoded}">'
-                     f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+        parts.append(f'<figure><img alt="{html_text(caption)}" src="data:image/png;base64,{encoded}">'
+                     f"<figcaption>{html_text(caption)}</figcaption></figure>")
     return "".join(parts)
 
 
 def _summary(summary: Mapping[str, Any] | Sequence[tuple[str, Any]]) -> str:
     """The summary as a definition list."""
     items = summary.items() if isinstance(summary, Mapping) else summary
-    rows = "".join(f"<dt>{html.escape(str(k))}</dt><dd>{html.escape(str(v))}</dd>" for k, v in items)
+    rows = "".join(f"<dt>{html_text(k)}</dt><dd>{html_text(v)}</dd>" for k, v in items)
     return f'<dl class="summary">{rows}</dl>'
 
 
 def _head_view_section(example: ExampleMaps) -> str:
     """The interactive head view's controls and canvases (drawn by the inline script)."""
-    name = html.escape(example.name)
-    return (f'<p>Example: <b>{name}</b> ({html.escape(example.level)} level, {len(example.labels)} positions). '
+    name = html_text(example.name)
+    return (f'<p>Example: <b>{name}</b> ({html_text(example.level)} level, {len(example.labels)} positions). '
             "Choose a layer and a head (both 1-based). Each token on the left attends to the tokens on the right; "
             "a line's opacity is the weight. Hover over a token to see only its lines.</p>"
             '<div class="controls"><label>layer <select id="hv-layer"></select></label> '
@@ -335,16 +334,17 @@ def _page(title: str, sections: Sequence[tuple[str, str, str]], data: Mapping[st
     """A whole page: ``sections`` are ``(anchor, heading, body html)``; ``data`` is embedded as JSON for the script
     (through :func:`~probes.reports.escape.script_json`, so no text in it can end or open a script element)."""
     payload = script_json(data)
-    nav = " ".join(f'<a href="#{html.escape(a)}">{html.escape(h)}</a>' for a, h, _ in sections) \
+    nav = " ".join(f'<a href="#{html_text(a)}">{html_text(h)}</a>' for a, h, _ in sections) \
         if len(sections) > 1 else ""
-    body = "".join(f'<section id="{html.escape(a)}">' + (f"<h2>{html.escape(h)}</h2>" if h else "")
+    body = "".join(f'<section id="{html_text(a)}">' + (f"<h2>{html_text(h)}</h2>" if h else "")
                    + f"{content}</section>" for a, h, content in sections)
-    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+    page = (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f'<link rel="icon" href="data:,"><title>{html.escape(title)}</title><style>{_CSS}</style></head>'
-            f"<body><h1>{html.escape(title)}</h1><nav>{nav}</nav>{body}"
+            f'<link rel="icon" href="data:,"><title>{html_text(title)}</title><style>{_CSS}</style></head>'
+            f"<body><h1>{html_text(title)}</h1><nav>{nav}</nav>{body}"
             f'<script type="application/json" id="atlas-data">{payload}</script><script>{_SCRIPT}</script>'
             f"</body></html>")
+    return clean_text(page)  # no hidden character from a caller's body html either (none in the page's own text)
 
 
 def atlas_html(heads: pd.DataFrame, *, title: str, summary: Mapping[str, Any] | Sequence[tuple[str, Any]] = (),
@@ -359,7 +359,7 @@ def atlas_html(heads: pd.DataFrame, *, title: str, summary: Mapping[str, Any] | 
         if len(too_big):
             raise InputError(f"example maps cover {example.weights.shape[:2]} layers x heads; the table has head "
                              f"{int(too_big['layer'].iloc[0])}-{int(too_big['head'].iloc[0])}")
-    note_html = "".join(f"<p>{html.escape(n)}</p>" for n in notes)
+    note_html = "".join(f"<p>{html_text(n)}</p>" for n in notes)
     sections = [("summary", "Summary", _summary(summary) + note_html
                  + "<p>Layers and heads are numbered from 1 everywhere in this page (head <i>l-h</i> is head "
                    "<i>h</i> of layer <i>l</i>).</p>")]

@@ -12,7 +12,7 @@ from typing import Any
 from probes.reports.atlas.table import ROLE_RULES
 from probes.reports.atlas.text import RULES, findings
 from probes.reports.writer import OutputFolder
-from probes.reports.escape import md_label, md_no_html
+from probes.reports.escape import md_document, md_label, md_no_html, path_href
 from probes.reports.tables import markdown_table, md_heading, write_csv
 from probes.run_record import RunRecord
 
@@ -102,7 +102,8 @@ def _markdown(rows: list[dict[str, Any]]) -> str:
 
 def atlas_markdown(atlas: Any, figures: dict[str, Path], out: Path, table: Any = None,
                    found: list[Any] | None = None) -> str:
-    """``atlas.md``: the findings beside Clark et al.'s, the figures, the notable heads and the rules."""
+    """``atlas.md``: the findings beside Clark et al.'s, the figures, the notable heads and the rules (the whole
+    through :func:`~probes.reports.escape.md_document`)."""
     table = atlas.heads_table() if table is None else table
     found = findings(atlas) if found is None else found
     parts = [f"# {md_heading(_title(atlas))}\n",
@@ -110,7 +111,7 @@ def atlas_markdown(atlas: Any, figures: dict[str, Path], out: Path, table: Any =
              "everything interactive: `atlas.html`.\n", "## Findings beside Clark et al. 2019 (BERT-base)\n",
              _markdown([f.as_dict() for f in found]), ""]
     for caption, path in figures.items():
-        parts.append(f"### {md_heading(caption)}\n\n![{md_label(caption)}]({path.relative_to(out).as_posix()})\n")
+        parts.append(f"### {md_heading(caption)}\n\n![{md_label(caption)}]({path_href(path.relative_to(out))})\n")
     notable = table[(table["positional"] != 0) | table["rare_word"] | table["syntactic"]]
     columns = ["head_name", "pattern", "confidence", "positional", "rare_word", "syntactic_relations",
                "head_types", "best_relation", "best_accuracy", "best_margin", "cluster"]
@@ -121,7 +122,7 @@ def atlas_markdown(atlas: Any, figures: dict[str, Path], out: Path, table: Any =
         rows = notable[[c for c in columns if c in notable.columns]].to_dict("records")
         parts += ["## Heads with a role\n", _markdown(rows), ""]
     parts += ["## Rules\n", *[f"- {md_no_html(line)}" for line in _notes(atlas, table)], ""]
-    return "\n".join(parts)
+    return md_document("\n".join(parts))
 
 
 def write_atlas(folder: OutputFolder, atlas: Any) -> RunRecord:

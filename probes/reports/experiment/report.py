@@ -15,7 +15,6 @@ formatted by :func:`probes.reports.experiment.text.fmt` only; layers and heads a
 
 from __future__ import annotations
 
-import html
 import logging
 import os
 import re
@@ -29,6 +28,19 @@ from probes.compare.spread import STRUCTURE_SILHOUETTE
 from probes.compare.tests import TWIN_KINDS, twin_labels, verdict_of
 from probes.compare.types import TABLES, Comparison
 from probes.heads.naming import head_name
+from probes.reports.escape import (
+    clean_text,
+    html_text,
+    md_code,
+    md_document,
+    md_heading,
+    md_inline_html,
+    md_label,
+    md_literal,
+    md_no_html,
+    md_text,
+    path_href,
+)
 from probes.reports.experiment import lab as lab_section
 from probes.reports.experiment.text import (
     ANSWER_RULES,
@@ -36,11 +48,10 @@ from probes.reports.experiment.text import (
     QUESTIONS,
     TEST_KINDS,
     answers,
-    footer,
     fmt,
+    footer,
     limits,
 )
-from probes.reports.escape import md_heading, md_label, md_no_html, md_text
 from probes.reports.tables import flat_row, markdown_table, write_csv
 from probes.reports.writer import OutputFolder, check_figure_format
 from probes.run_record import RunRecord
@@ -86,12 +97,13 @@ def _num(kind: str, name: str, low: str | None = None, high: str | None = None) 
 
 
 def _text(name: str) -> Callable[[Any], tuple[str, Any]]:
-    """A column of field ``name`` as text (``True``/``False`` as yes/no)."""
+    """A column of field ``name`` as text (``True``/``False`` as yes/no; data's Markdown characters escaped, as
+    the cells are Markdown that :func:`_md_cell` and :func:`_inline` render)."""
     def cell(row: Any) -> tuple[str, Any]:
         value = getattr(row, name)
         if isinstance(value, bool):
             return ("yes" if value else "no"), int(value)
-        return str(value), str(value)
+        return md_literal(value), str(value)
     return cell
 
 
@@ -300,6 +312,11 @@ def _data_label(spec: Any) -> str:
     return text if text.startswith(("ud:", "sample:")) else Path(text).name
 
 
+def _selected_on(spec: Mapping[str, Any]) -> str:
+    """Where a dataset's heads were selected, as the paragraph of what ran says it."""
+    return md_literal(_data_label(spec["select_on"])) if spec.get("select_on") else "a half of the same data"
+
+
 def _what_ran(comparison: Comparison, record: RunRecord) -> str:
     """The paragraph of what ran: models, data, analyses, units, where heads were selected, intervals, tests."""
     models = record.detail("models") or {}
@@ -308,25 +325,26 @@ def _what_ran(comparison: Comparison, record: RunRecord) -> str:
         facts = {**info, **models.get(model, {})}
         size = (f", {facts['n_layers']} layers x {facts['n_heads']} heads" if facts.get("n_layers") and
                 facts.get("n_heads") else "")
-        described.append(f"{model} ({facts.get('kind', 'trained')}, `{facts.get('spec', model)}`{size})")
+        described.append(f"{md_literal(model)} ({md_literal(facts.get('kind', 'trained'))}, "
+                         f"{md_code(facts.get('spec', model))}{size})")
     lab = sum(1 for info in models.values() if info.get("lab"))
     if lab:
         described.append(f"the lab's {lab} models (see the lab's section)")
-    data = [f"{name} (`{_data_label(spec.get('treebank', spec.get('corpus', '-')))}`, heads selected on "
-            f"{_data_label(spec.get('select_on')) if spec.get('select_on') else 'a half of the same data'})"
-            for name, spec in (record.data or {}).items()]
+    data = [f"{md_literal(name)} ({md_code(_data_label(spec.get('treebank', spec.get('corpus', '-'))))}, heads "
+            f"selected on {_selected_on(spec)})" for name, spec in (record.data or {}).items()]
     units = list(record.detail("units") or [])
-    analyses = dict.fromkeys(f"{u.get('analysis')} ({u.get('kind')})" for u in units)
+    analyses = dict.fromkeys(f"{md_literal(u.get('analysis'))} ({md_literal(u.get('kind'))})" for u in units)
     reused = sum(bool(u.get("reused")) for u in units)
     where = sorted({(r.selected_on, r.reported_on) for r in (*comparison.best_heads, *comparison.specialisation)})
-    where_text = "; ".join(f"selected on {s}, reported on {r}" for s, r in where) or "not recorded"
+    where_text = ("; ".join(f"selected on {md_literal(s)}, reported on {md_literal(r)}" for s, r in where)
+                  or "not recorded")
     text = (f"Models: {', '.join(described) or '-'}. Data: {', '.join(data) or '-'}. Analyses: "
             f"{', '.join(analyses) or '-'}; {len(units)} units ({len(units) - reused} computed, {reused} re-used). "
             f"Heads: {where_text}. Intervals are 95% percentile bootstrap intervals (over sentences unless a table "
             f"says otherwise). Tests: {len(comparison.tests)} in the report's family, Holm-corrected together; every "
             f"table's footer says how many tests it holds. In everything a person reads here, {INDEXING_NOTE}.")
     description = (record.detail("experiment") or {}).get("description")
-    return f"{description.strip()} {text}" if description else text
+    return f"{str(description).strip()} {text}" if description else text
 
 
 def _units_table(record: RunRecord, out: Path, run_dir: Path) -> Table:
@@ -334,13 +352,13 @@ def _units_table(record: RunRecord, out: Path, run_dir: Path) -> Table:
     cells, sort = [], []
     linked = out.resolve() == run_dir.resolve()
     for unit in record.detail("units") or []:
-        folder = str(unit.get("path", ""))
+        folder = clean_text(unit.get("path", ""))
         # a link only where the report sits in its run folder; a copy elsewhere names the folder as text
-        href = Path(os.path.relpath(run_dir / folder, out)).as_posix() if folder and linked else ""
+        href = path_href(Path(os.path.relpath(run_dir / folder, out))) if folder and linked else ""
         status = "re-used" if unit.get("reused") else "computed"
-        row = [(str(unit.get(k, "-")), str(unit.get(k, ""))) for k in ("analysis", "kind", "model", "data")]
+        row = [(md_literal(unit.get(k, "-")), str(unit.get(k, ""))) for k in ("analysis", "kind", "model", "data")]
         row += [(status, status), (fmt(unit.get("seconds"), "seconds"), unit.get("seconds")),
-                ((f"[{folder}]({href})" if href else f"`{folder}`") if folder else "-", folder)]
+                ((f"[{md_literal(folder)}]({href})" if href else md_code(folder)) if folder else "-", folder)]
         cells.append(tuple(t for t, _ in row))
         sort.append(tuple(s for _, s in row))
     n_reused = sum(bool(u.get("reused")) for u in record.detail("units") or [])
@@ -440,7 +458,7 @@ def _markdown_block(kind: str, value: Any, out: Path) -> str:
         return "\n".join(f"- {md_no_html(item)}" for item in value) + "\n"
     if kind == "figure":
         caption, path = value
-        return f"![{md_label(caption)}]({Path(os.path.relpath(path, out)).as_posix()})\n\n*{md_text(caption)}*\n"
+        return f"![{md_label(caption)}]({path_href(Path(os.path.relpath(path, out)))})\n\n*{md_text(caption)}*\n"
     table: Table = value
     if not table.cells:
         return f"#### {md_heading(table.title)}\n\nNot computed: {md_no_html(table.empty)}\n"
@@ -451,50 +469,40 @@ def _markdown_block(kind: str, value: Any, out: Path) -> str:
 
 
 def report_markdown(title: str, blocks: Sequence[Block], out: Path) -> str:
-    """``report.md``: the title and every block."""
-    return "\n".join([f"# {md_heading(title)}\n", *(_markdown_block(kind, value, out) for kind, value in blocks)])
+    """``report.md``: the title and every block (the whole through :func:`~probes.reports.escape.md_document`: no
+    data can add a link, raw HTML or a hidden character that a block's own escaping missed)."""
+    return md_document("\n".join([f"# {md_heading(title)}\n",
+                                   *(_markdown_block(kind, value, out) for kind, value in blocks)]))
 
 
-_LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
-_CODE = re.compile(r"`([^`]+)`")
 _STYLE = ("<style>p.footer{color:#555;font-size:.85em;margin-top:.3em}h4{margin:1.2em 0 .4em}"
           "table.sortable td{white-space:normal}</style>")
 
 
 def _inline(text: str) -> str:
-    """Text with Markdown's inline code and links as HTML (everything else escaped)."""
-    escaped = html.escape(str(text), quote=True)
-    escaped = _CODE.sub(r"<code>\1</code>", escaped)
-    return _LINK.sub(_link, escaped)
-
-
-def _link(match: re.Match[str]) -> str:
-    """A Markdown link as HTML when its target is a relative path or an http(s) address; else its text as it was
-    (a ``javascript:`` target from a model name must not become a link)."""
-    text, href = match.groups()
-    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", html.unescape(href)) and not re.match(r"https?:", href, re.I):
-        return match.group()
-    return f'<a href="{href}">{text}</a>'
+    """Text with Markdown's escapes, inline code and safe links as HTML (everything else escaped): the links that
+    :func:`~probes.reports.escape.md_no_html` keeps in ``report.md``, and no other."""
+    return md_inline_html(text)
 
 
 def _sort_key(value: Any) -> str:
     """A cell's ``data-sort``: the number or text; empty for missing values (sorted last)."""
     if value is None or (isinstance(value, float) and value != value):
         return ""
-    return html.escape(str(value), quote=True)
+    return html_text(value)
 
 
 def _html_table(table: Table) -> str:
     """One table as the atlas page's sortable table, its title above and its footer below."""
     if not table.cells:
-        return f"<h4>{html.escape(table.title)}</h4><p>Not computed: {_inline(table.empty)}</p>"
+        return f"<h4>{html_text(table.title)}</h4><p>Not computed: {_inline(table.empty)}</p>"
     numeric = [all(isinstance(row[k], (int, float)) or row[k] is None for row in table.sort)
                for k in range(len(table.headers))]
-    head = "".join(f'<th data-numeric="{int(num)}" title="click to sort">{html.escape(h)}</th>'
+    head = "".join(f'<th data-numeric="{int(num)}" title="click to sort">{html_text(h)}</th>'
                    for h, num in zip(table.headers, numeric))
     body = "".join("<tr>" + "".join(f'<td data-sort="{_sort_key(s)}">{_inline(t)}</td>' for t, s in zip(cells, sort))
                    + "</tr>" for cells, sort in zip(table.cells, table.sort))
-    return (f'<h4>{html.escape(table.title)}</h4><div class="table-wrap"><table class="sortable" '
+    return (f'<h4>{html_text(table.title)}</h4><div class="table-wrap"><table class="sortable" '
             f'id="table-{table.key}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
             f'<p class="footer">{_inline(table.footer)}</p>')
 
@@ -504,7 +512,7 @@ def _html_block(kind: str, value: Any) -> str:
     from probes.reports.atlas.html import _figures
 
     if kind == "h3":
-        return f"<h3>{html.escape(value)}</h3>"
+        return f"<h3>{html_text(value)}</h3>"
     if kind == "p":
         return f"<p>{_inline(value)}</p>"
     if kind == "list":

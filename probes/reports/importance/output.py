@@ -14,6 +14,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from probes.reports.escape import md_document, md_label, path_href
 from probes.reports.writer import OutputFolder
 from probes.reports.tables import md_cell, write_csv
 from probes.run_record import RunRecord
@@ -42,7 +43,7 @@ def _table(frame: Any, path: Path) -> Path:
 
 def _finish(run: Any, folder: OutputFolder, name: str, text: str, figures: dict[str, Path]) -> RunRecord:
     """Write ``NAME.md`` (``text`` and the figure links) and the result under ``NAME/``; the run record to write."""
-    folder.text(f"{name}.md", text + _figure_lines(figures, folder.root))
+    folder.text(f"{name}.md", md_document(text + _figure_lines(figures, folder.root)))
     folder.add_all(figures.values())
     folder.save(name, run)
     return RunRecord.of(run.record).with_timings(writing_s=folder.seconds())
@@ -64,7 +65,7 @@ def _figure_lines(figures: dict[str, Path], out: Path) -> str:
     if not figures:
         return ""
     lines = ["", "## Figures", ""]
-    lines += [f"![{name}]({p.relative_to(out).as_posix()})" for name, p in figures.items()]
+    lines += [f"![{md_label(name)}]({path_href(p.relative_to(out))})" for name, p in figures.items()]
     return "\n".join(lines) + "\n"
 
 

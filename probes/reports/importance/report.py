@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from probes.errors import InputError
+from probes.reports.escape import md_code
 from probes.reports.tables import markdown_table, md_heading, md_text
 from probes.run_record import RunRecord
 
@@ -119,14 +120,14 @@ def _importance_summary(result: ImportanceResult, record: RunRecord) -> list[str
 
     n_layers, n_heads = len(result.layers), len(result.heads)
     loo_run = bool(np.isfinite(np.asarray(result.loo_effect, float)).any())
-    lines = [f"- objective: `{result.objective}`; data: {md_text(result.data)} ({result.n_sentences} sentences); "
+    lines = [f"- objective: {md_code(result.objective)}; data: {md_text(result.data)} ({result.n_sentences} sentences); "
              "base loss "
              f"of the unmodified model: {number(result.base_loss)}",
              f"- {n_layers * n_heads} heads ({n_layers} layers x {n_heads} heads), every head scored on the same "
              "data (no head is chosen on it)",
              f"- {GAUSS_NEWTON_RULE if result.criterion == 'gauss-newton' else IMPORTANCE_RULE}; normalisation used "
-             f"here: `{result.normalization}`",
-             (f"- leave-one-out: each head alone removed by `{result.ablation}` ablation; effect = mean over "
+             f"here: {md_code(result.normalization)}",
+             (f"- leave-one-out: each head alone removed by {md_code(result.ablation)} ablation; effect = mean over "
               "sentences of the loss change (positive: the loss rises without the head)") if loo_run else
              "- leave-one-out: not run",
              f"- intervals: {_percent(result.confidence)} percentile bootstrap over sentences, {result.n_resamples} "
@@ -139,7 +140,7 @@ def importance_markdown(result: ImportanceResult, *, model: str, record: RunReco
     importance = np.asarray(result.importance, dtype=float)
     loo = np.asarray(result.loo_effect, dtype=float)
     columns = ["rank", "head", "importance", "raw importance", "loo effect", "loo low", "loo high"]
-    parts = [f"# Head importance: {md_heading(model)}, {result.objective} objective on {md_heading(result.data)}\n",
+    parts = [f"# Head importance: {md_heading(model)}, {md_heading(result.objective)} objective on {md_heading(result.data)}\n",
              _INDEXING + "\n",
              "## What was computed\n", *_importance_summary(result, record), "",
              f"## The {TOP_K} most important heads (gradient importance)\n",
@@ -186,7 +187,7 @@ def band_summary(result: PruningResult, name: str, metric: str = "loss") -> str:
     positions = band_positions(result, name, metric)
     inner = list(range(1, len(positions) - 1))
     if not inner:
-        return f"`{name}` ({metric}): no step between nothing and every head pruned to compare."
+        return f"{md_code(name)} ({md_text(metric)}): no step between nothing and every head pruned to compare."
     better = "above" if result.higher_is_better[index] else "below"
     parts = []
     for where in ("below", "within", "above", "n/a"):
@@ -195,7 +196,7 @@ def band_summary(result: PruningResult, name: str, metric: str = "loss") -> str:
             parts.append(f"{where} at {len(steps)} of {len(inner)} steps ({_steps_text(result, steps)})")
     stays = all(positions[s] == better for s in inner)
     verdict = f"{'stays' if stays else 'does not stay'} {better} the random band at every step"
-    return (f"`{name}` ({metric}; {better} the band is better than every random order): " + "; ".join(parts)
+    return (f"{md_code(name)} ({md_text(metric)}; {better} the band is better than every random order): " + "; ".join(parts)
             + f". It {verdict}.")
 
 
@@ -256,12 +257,12 @@ def _pruning_summary(result: PruningResult, record: RunRecord) -> list[str]:
     scores = [c for c in result.curves if c != "importance" and not c.startswith("random:")]
     sides = ", ".join(f"{m} ({'higher' if h else 'lower'} is better)" for m, h in zip(result.metrics,
                                                                                       result.higher_is_better))
-    return [f"- objective: `{result.objective}`; curves measured on {md_text(result.data)}; importance and orders "
+    return [f"- objective: {md_code(result.objective)}; curves measured on {md_text(result.data)}; importance and orders "
             f"chosen on {md_text(result.selection)}",
             f"- {n_layers * n_heads} heads ({n_layers} layers x {n_heads} heads); {len(result.fractions)} steps of "
-            f"{number(100 * result.step)}% of the heads; removed heads: `{result.ablation}` ablation",
-            f"- curves: {', '.join(f'`{c}`' for c in result.curves)} ({len(randoms)} random orders; score orders: "
-            f"{', '.join(scores) or 'none'}); importance order: `{result.importance}`",
+            f"{number(100 * result.step)}% of the heads; removed heads: {md_code(result.ablation)} ablation",
+            f"- curves: {', '.join(md_code(c) for c in result.curves)} ({len(randoms)} random orders; score orders: "
+            f"{', '.join(md_text(c) for c in scores) or 'none'}); importance order: {md_code(result.importance)}",
             f"- metrics: {sides}; each value is the mean over the sentences of {md_text(result.data)}",
             f"- {PRUNING_RULE}", f"- {BAND_RULE}", *_inputs(record)]
 
@@ -270,7 +271,7 @@ def pruning_markdown(result: PruningResult, *, model: str, record: RunRecord) ->
     """``pruning.md``: summary, fraction removable per curve, the curves against the random band, one head per
     layer, and the curves."""
     removable = markdown_table(_removable_rows(result), ["curve", *[f"removable ({m})" for m in result.metrics]])
-    parts = [f"# Pruning curves: {md_heading(model)}, {result.objective} objective on {md_heading(result.data)}\n",
+    parts = [f"# Pruning curves: {md_heading(model)}, {md_heading(result.objective)} objective on {md_heading(result.data)}\n",
              _INDEXING + "\n",
              "## What was computed\n", *_pruning_summary(result, record), "",
              f"## Heads removable within {100 * TOLERANCE:g}%\n",
