@@ -196,7 +196,7 @@ def bench(name: str, tokenizer: Any, sentences: list[list[str]], args: argparse.
         if round_ == 0:
             remove()  # the batches of one pass, replayed by (b) and (c)
         for attention in ("eager", "sdpa"):
-            seconds, peaks[attention] = peak_mb(device, lambda: bare_seconds(model, batches, device, attention))
+            seconds, peaks[attention] = peak_mb(device, lambda attention=attention: bare_seconds(model, batches, device, attention))
             times[attention].append(seconds)
     best = {k: min(v) for k, v in times.items()}
     n_tokens = int(sum(int(m.sum()) for _, m in batches))

@@ -68,7 +68,6 @@ def build_model(folder: Path, heads: int) -> Path:
 def bare_child(model: str, corpus: str, documents: int, budget: float, batch_size: int) -> int:
     """(a), in this process: eager forward passes over the windows ``probes coref`` makes under ``budget``."""
     import itertools
-
     import time
 
     import torch

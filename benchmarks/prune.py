@@ -28,9 +28,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from probes.run_record import RunRecord
-
 from coref import run_child, wrapped  # benchmarks/coref.py: timed children with their peak memory
+
+from probes.run_record import RunRecord
 
 #: Target of issue 13: a full pruning curve in at most this many seconds on 2 CPU cores.
 TIME_TARGET_S = 15 * 60

@@ -20,7 +20,7 @@ see ``docs/architecture.md``.
 from __future__ import annotations
 
 from probes._lazy import lazy_getattr
-from probes._version import __version__
+from probes._version import __version__ as __version__  # re-exported: probes.__version__
 from probes.corpora import read_documents, read_treebank
 from probes.corpora.types import Document, Sentence
 from probes.errors import ProbesError
@@ -56,7 +56,33 @@ _RESULT_TYPES = {
     "Pruning": "probes.runs.importance",
 }
 
-__getattr__ = lazy_getattr(__name__, {**_LAZY, **_RESULT_TYPES})
+#: The library call behind each command that ``_LAZY`` does not already name after it (``"module:attr"`` where the
+#: call has another name in its module): ``probes.match`` is ``probes match``, ``probes.run_experiment`` is
+#: ``probes run`` ... Reachable on ``probes`` and kept out of ``__all__``, as the result types are;
+#: :data:`COMMAND_CALLS` maps every command to its call (tests/test_public_api.py holds it complete).
+_COMMAND_CALLS = {
+    "match": "probes.runs.match:match_models",
+    "train": "probes.runs.train:train_model",
+    "run_experiment": "probes.runs.experiment",
+    "report_experiment": "probes.runs.experiment",
+    "verify_store": "probes.extraction.store",
+    "offset_baseline": "probes.analysis.baselines",
+    "KNOWN_MODELS": "probes.extraction.known_models",
+    "add_to_cache": "probes.corpora.registry",
+    "cache_status": "probes.corpora.registry",
+}
+
+#: Each command of the ``probes`` command line -> the names on ``probes`` of the library calls behind it.
+COMMAND_CALLS: dict[str, tuple[str, ...]] = {
+    "atlas": ("atlas",), "baselines": ("offset_baseline",), "bridging": ("bridging",), "coref": ("coreference",),
+    "data": ("cache_status", "add_to_cache"), "demo": ("demo",), "extract": ("extract_to_store",),
+    "importance": ("importance",), "leaderboard": ("leaderboard",), "match": ("match",),
+    "models": ("KNOWN_MODELS",), "probe": ("probe",), "prune": ("prune",), "report": ("report_experiment",),
+    "run": ("run_experiment",), "train": ("train",), "verify": ("verify_store",),
+}
+
+# subpackages load on first use too: ``probes.runs.match.match_models`` after a plain ``import probes``
+__getattr__ = lazy_getattr(__name__, {**_LAZY, **_RESULT_TYPES, **_COMMAND_CALLS})
 
 __all__ = [
     "read_treebank",
@@ -71,4 +97,4 @@ __all__ = [
 
 def __dir__() -> list[str]:
     """``dir(probes)`` lists the lazy names too (tab completion in a notebook)."""
-    return sorted(set(globals()) | set(_LAZY) | set(_RESULT_TYPES))
+    return sorted(set(globals()) | set(_LAZY) | set(_RESULT_TYPES) | set(_COMMAND_CALLS))

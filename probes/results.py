@@ -39,8 +39,8 @@ import numpy.typing as npt
 
 from probes import errors
 from probes.errors import FormatError, InputError
-from probes.run_record import RunRecord
 from probes.result_checks import value_problems
+from probes.run_record import RunRecord
 from probes.safe_arrays import NpzArchive
 from probes.safe_read import inside_folder, load_json
 
@@ -110,7 +110,7 @@ _REGISTRY: dict[str, type] = {}
 _HOMES: tuple[str, ...] = (
     "probes.analysis.attention_to_specials", "probes.analysis.baselines", "probes.analysis.bridging",
     "probes.analysis.coreference", "probes.analysis.cross_distances", "probes.analysis.dependency",
-    "probes.analysis.driver", "probes.compare.matching", "probes.runs.match",
+    "probes.analysis.driver", "probes.compare.matching", "probes.runs.match", "probes.runs.train",
     "probes.compare.lab_types",
     "probes.analysis.head_distances", "probes.analysis.head_types", "probes.analysis.patterns",
     "probes.analysis.roles", "probes.analysis.surface", "probes.analysis.unit_counts", "probes.compare.types",

@@ -22,8 +22,6 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
 README = REPO / "README.md"
-#: Folders of ``docs/`` that are not part of the site (``exclude_docs`` in ``mkdocs.yml``).
-EXCLUDED = ("notes",)
 #: Pages whose Python blocks are excerpts of the source (a class body, ``...`` for elided lines), not programs.
 EXCERPTS = {"architecture.md": "its Python blocks are excerpts of probes/analysis/ source files, not programs"}
 #: The section of the README (and of the getting-started page) that holds the two set-up commands.
@@ -34,8 +32,8 @@ MAX_README_LINES = 200
 
 
 def _site_pages() -> list[Path]:
-    """Every Markdown page of the site: ``docs/**/*.md`` outside the excluded folders."""
-    return sorted(p for p in DOCS.rglob("*.md") if p.relative_to(DOCS).parts[0] not in EXCLUDED)
+    """Every Markdown page of the site: ``docs/**/*.md`` (nothing under ``docs/`` is left out of the site)."""
+    return sorted(DOCS.rglob("*.md"))
 
 
 PAGES = [README, *_site_pages()]
@@ -106,10 +104,11 @@ def test_readme_is_short_and_pages_tell_no_history() -> None:
         assert not found, f"{_name(page)} tells project history: {found}"
 
 
-def test_every_page_is_in_the_nav_and_notes_are_excluded() -> None:
+def test_every_page_is_in_the_nav_and_nothing_is_excluded() -> None:
+    """Every page under ``docs/`` is on the site: no unpublished folder (engineering notes) and no exclusion."""
     config = (REPO / "mkdocs.yml").read_text(encoding="utf-8")
-    for folder in EXCLUDED:
-        assert re.search(rf"^exclude_docs: \|\n(?:  .*\n)*  {folder}/$", config, re.M), f"{folder}/ is not excluded"
+    assert not (DOCS / "notes").exists(), "docs/notes/ is retired: measurements go on the site's pages"
+    assert not re.search(r"^exclude_docs:", config, re.M), "mkdocs.yml excludes pages from the site"
     nav = set(re.findall(r"^\s*- (?:[^:\n]+: )?([\w./-]+\.md)$", config, re.M))
     assert nav == {_name(p) for p in _site_pages()}, "mkdocs.yml nav and docs/**/*.md differ"
 
@@ -285,7 +284,7 @@ def _cheap(code: str) -> str:
         parts = shlex.split(line)
         if parts[0] == "probes" and len(parts) > 1 and "limit" in _options_of(parts[1]) and "--limit" not in parts:
             limit = LIMITS.get(parts[1], DEFAULT_LIMIT)
-            line = re.sub(r"(--max-\w+) (\d+)", lambda m: f"{m[1]} {min(int(m[2]), limit)}", line)
+            line = re.sub(r"(--max-\w+) (\d+)", lambda m, limit=limit: f"{m[1]} {min(int(m[2]), limit)}", line)
             line += f" --limit {limit}"
         if parts[0] == "probes" and len(parts) > 1 and parts[1] in CHEAP:
             line += f" {CHEAP[parts[1]]}"

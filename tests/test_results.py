@@ -111,9 +111,9 @@ def per_head_scores():
 
 
 def parser_row():
+    from probes.probing.parser_scores import ParserScorer
     from probes.probing.parsers import RightBranching
     from probes.probing.synthetic import planted_pairs
-    from probes.probing.parser_scores import ParserScorer
     from probes.runs.probing import ParserRow
 
     pairs = list(planted_pairs(10, random_state=2))
@@ -199,7 +199,7 @@ def pattern_result():
     from probes.analysis.patterns import PATTERNS, PatternResult
 
     counts = np.random.default_rng(0).integers(0, 5, (2, 3, len(PATTERNS)))
-    return PatternResult((0, 1), (0, 1, 2), counts, int(counts.sum((-1)).max()), 2)
+    return PatternResult((0, 1), (0, 1, 2), counts, int(counts.sum(-1).max()), 2)
 
 
 def token_pairs():
@@ -378,6 +378,14 @@ CASES: dict[str, Callable[[], Result]] = {
     "LabRun/no-symmetry": lambda: importlib.import_module("probes.runs.experiment_train").LabRun(
         cell="heads-1", seed=1, curves=CASES["TrainingCurves"](), symmetry=None, seconds=0.5,
         tokens_per_second=100.0, last_step=4, folder="train/heads-1/seed-1", resumed_from=2),
+    "TrainReport": lambda: importlib.import_module("probes.runs.train").TrainReport(
+        run=importlib.import_module("probes.training.trainer").TrainingRun(
+            out=Path("runs/t"), config=importlib.import_module("probes.training.config").TrainConfig(
+                arch="bert", layers=1, heads=2, hidden=32, treebank=("sample:dev",), steps=4),
+            checkpoints={0: Path("runs/t/checkpoints/step-0"), 4: Path("runs/t/checkpoints/step-4")},
+            resumed_from=None, stopped="finished", seconds=1.5, tokens_per_second=4096.0,
+            training={"seed": 0, "data": ["sample:dev"]}),
+        curves=CASES["TrainingCurves"](), record={"command": "probes train"}, symmetry=CASES["HeadSymmetry"]()),
 }
 
 

@@ -67,6 +67,12 @@ class SpecialsResult(Result):
 class AttentionToSpecials(Analysis[SpecialsResult]):
     """Streaming per-head attention mass from words to special tokens (see the module docstring)."""
 
+    # options and state, declared by add_option / add_state in __init__ (set there with setattr)
+    _leading: npt.NDArray[np.float64]
+    _trailing: npt.NDArray[np.float64]
+    _n_words: int
+    _n_items: int
+
     def __init__(self) -> None:
         super().__init__()
         self.add_state("_layers", None, "same")
@@ -79,8 +85,8 @@ class AttentionToSpecials(Analysis[SpecialsResult]):
     def update(self, item: Any, word_attention: WordAttention) -> None:
         """Add the word rows of one item."""
         if self.bind_heads(word_attention):
-            self._leading = np.zeros((len(self._layers), len(self._heads)))
-            self._trailing = np.zeros((len(self._layers), len(self._heads)))
+            self._leading = np.zeros((len(word_attention.layers), len(word_attention.heads)))
+            self._trailing = np.zeros((len(word_attention.layers), len(word_attention.heads)))
         words = word_attention.word_index  # (n_words,)
         self._n_items += 1
         if not words.size:

@@ -27,8 +27,8 @@ the options and combines every state by its rule. Nothing else is hand-written.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
@@ -85,6 +85,11 @@ class Analysis(Generic[R]):
 
     items: ClassVar[str] = "any"
 
+    # the layers and heads held, used by bind_heads: subclasses calling it declare them with
+    # ``add_state("_layers", None, "same")`` / ``add_state("_heads", None, "same")`` in __init__
+    _layers: tuple[int, ...] | None
+    _heads: tuple[int, ...] | None
+
     def __init__(self) -> None:
         self._states: dict[str, _State] = {}
         self._options: dict[str, Any] = {}
@@ -120,12 +125,12 @@ class Analysis(Generic[R]):
         subclass with the ``same`` rule) and return True, so the caller sizes its arrays; for a later item,
         check it holds the same ones (AlignmentError) and return False."""
         layers, heads = tuple(word_attention.layers), tuple(word_attention.heads)
-        if self._layers is None:  # type: ignore[has-type]
+        if self._layers is None:
             self._layers, self._heads = layers, heads
             return True
-        if (layers, heads) != (self._layers, self._heads):  # type: ignore[has-type]
+        if (layers, heads) != (self._layers, self._heads):
             raise AlignmentError(f"attention holds layers {layers} heads {heads}, expected "
-                                 f"{self._layers} and {self._heads} as before")  # type: ignore[has-type]
+                                 f"{self._layers} and {self._heads} as before")
         return False
 
     @property

@@ -37,12 +37,12 @@ import numpy as np
 import numpy.typing as npt
 
 from probes.analysis.base import Analysis
-from probes.extraction.attention import WordAttention
-from probes.corpora.types import Sentence
-from probes.analysis.unit_counts import UnitCounts
-from probes.errors import InputError
-from probes.results import Result
 from probes.analysis.relations import RelationColumns, merge_relations, widen
+from probes.analysis.unit_counts import UnitCounts
+from probes.corpora.types import Sentence
+from probes.errors import InputError
+from probes.extraction.attention import WordAttention
+from probes.results import Result
 
 __all__ = ["CLARK_OFFSETS", "POSITION_GRID", "BaselineScores", "OffsetBaseline", "offset_baseline"]
 
@@ -159,7 +159,7 @@ class BaselineScores(Result):
         n = len(relations)
         correct = widen(self.correct, n).copy()
         total = widen(self.total, n).copy()
-        np.add.at(correct, (slice(None), mapping), other.correct)
+        np.add.at(correct, (slice(None), mapping), other.correct)  # type: ignore[arg-type]  # numpy stubs: ufunc.at takes tuple indices (slices, Ellipsis)
         np.add.at(total, mapping, other.total)
         positions = {r: dict(h) for r, h in self.positions.items()}
         for rel, hist in other.positions.items():
@@ -173,7 +173,7 @@ class BaselineScores(Result):
             grid_units = self.grid_units.concat(other.grid_units.remap(mapping))
         if self.grid_correct is not None and other.grid_correct is not None:
             grid_correct = widen(self.grid_correct, n).copy()
-            np.add.at(grid_correct, (slice(None), mapping), other.grid_correct)
+            np.add.at(grid_correct, (slice(None), mapping), other.grid_correct)  # type: ignore[arg-type]  # numpy stubs: ufunc.at takes tuple indices (slices, Ellipsis)
         if self.unit_positions is not None and other.unit_positions is not None:
             shifted = other.unit_positions.copy()
             shifted[:, 0] += self.n_units
@@ -220,6 +220,26 @@ class OffsetBaseline(Analysis[BaselineScores]):
     """
 
     items: ClassVar[str] = "sentences"
+
+    # options and state, declared by add_option / add_state in __init__ (set there with setattr)
+    offsets: tuple[int, ...]
+    clip_to_root: bool
+    poss_rule: bool
+    keep_units: bool
+    sided: bool
+    _vocab: RelationColumns
+    _correct: npt.NDArray[np.int64]
+    _total: npt.NDArray[np.int64]
+    _n_units: int
+    _pos_rows: list[npt.NDArray[np.int64]]
+    _pos_units: list[int]
+    _unit_len: list[npt.NDArray[np.int64]]
+    _unit_rel: list[npt.NDArray[np.int32]]
+    _unit_total: list[npt.NDArray[np.int32]]
+    _unit_correct: list[npt.NDArray[np.uint16]]
+    _grid_correct: npt.NDArray[np.int64]
+    _unit_grid: list[npt.NDArray[np.uint16]]
+    _pending: list[Sentence]
 
     def __init__(self, offsets: Sequence[int] = CLARK_OFFSETS, *, poss_rule: bool = True,
                  keep_units: bool = True, clip_to_root: bool = False, sided: bool = False) -> None:

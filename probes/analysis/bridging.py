@@ -47,11 +47,11 @@ import numpy as np
 import numpy.typing as npt
 
 from probes.analysis.base import Analysis
-from probes.extraction.attention import WordAttention
 from probes.analysis.mentions import COREF_DIRECTIONS, DISTANCE_BANDS, distance_band, word_rows
-from probes.errors import AlignmentError, ConfigError
-from probes.extraction.windows import Window
 from probes.corpora.types import Bridge
+from probes.errors import AlignmentError, ConfigError
+from probes.extraction.attention import WordAttention
+from probes.extraction.windows import Window
 from probes.results import Result, head_axes, head_names, long_table
 
 __all__ = ["BRIDGING_DEFINITIONS", "BridgingScores", "BridgingResult", "CREDITS", "OFFSETS", "MIN_LINKS", "BandGroup", "merge_bands",
@@ -117,7 +117,7 @@ def merge_bands(links: Sequence[int], min_links: int = MIN_LINKS) -> list[BandGr
         raise ConfigError(f"expected links for the {len(DISTANCE_BANDS)} distance bands, found {len(links)}")
     runs: list[list[int]] = []
     current: list[int] = []
-    for k, n in enumerate(links):
+    for k in range(len(links)):
         current.append(k)
         if sum(links[j] for j in current) >= min_links:
             runs.append(current)
@@ -252,6 +252,18 @@ class BridgingScores(Analysis[BridgingResult]):
     """
 
     items: ClassVar[str] = "windows"
+
+    # options and state, declared by add_option / add_state in __init__ (set there with setattr)
+    direction: str
+    credit: str
+    _hits: dict[str, npt.NDArray[np.int64]]
+    _mass: dict[str, npt.NDArray[np.float64]]
+    _total: dict[str, npt.NDArray[np.int64]]
+    _chance: dict[str, npt.NDArray[np.float64]]
+    _floor: dict[str, npt.NDArray[np.float64]]
+    _nearest: dict[str, npt.NDArray[np.int64]]
+    _offsets: dict[str, npt.NDArray[np.int64]]
+    _counts: npt.NDArray[np.int64]
 
     def __init__(self, *, direction: str = "anaphor_to_antecedent", credit: str = "any") -> None:
         for name, value, allowed in (("direction", direction, COREF_DIRECTIONS), ("credit", credit, CREDITS)):

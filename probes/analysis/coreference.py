@@ -59,9 +59,9 @@ import numpy.typing as npt
 
 from probes.analysis.base import Analysis
 from probes.analysis.mentions import COREF_DIRECTIONS, DISTANCE_BANDS, distance_band, word_rows
-from probes.extraction.attention import WordAttention
 from probes.corpora.types import Document, Mention
 from probes.errors import AlignmentError, ConfigError
+from probes.extraction.attention import WordAttention
 from probes.extraction.windows import Window
 from probes.results import Result, head_axes, head_names, long_table
 
@@ -306,6 +306,18 @@ class AntecedentAccuracy(Analysis[CorefResult]):
     """
 
     items: ClassVar[str] = "windows"
+
+    # options and state, declared by add_option / add_state in __init__ (set there with setattr)
+    candidates: str
+    direction: str
+    antecedents: str
+    singletons: str
+    split_antecedents: str
+    _correct: dict[str, npt.NDArray[np.int64]]
+    _total: dict[str, npt.NDArray[np.int64]]
+    _base: dict[str, npt.NDArray[np.int64]]
+    _counts: npt.NDArray[np.int64]
+    _cache: tuple[Document, _DocInfo] | None
 
     def __init__(self, *, candidates: str = "all", direction: str = "anaphor_to_antecedent",
                  antecedents: str = "window", singletons: str = "keep",

@@ -134,7 +134,7 @@ class CrossDistanceResult(Result):
         sums = np.zeros((len(units),) + self.sums.shape)
         np.add.at(sums, which, self.item_sums.astype(np.float64))
         rows = np.bincount(which, weights=self.item_rows.astype(np.float64), minlength=len(units))
-        return units, sums, rows
+        return units, sums, rows  # type: ignore[return-value]  # numpy stubs: bincount gives intp; float64 with weights
 
     def head_labels(self, model: str = "a") -> list[str]:
         """``layer-head`` names (1-based) of model ``"a"`` or ``"b"``, in matrix order."""
@@ -222,6 +222,28 @@ class CrossDistances(Analysis[CrossDistanceResult]):
     """
 
     items = "any"
+
+    # options and state, declared by add_option / add_state in __init__ (set there with setattr)
+    max_items: int | None
+    smoothing: float
+    dtype: str
+    keep_items: bool
+    within: bool
+    _heads_a: tuple[tuple[int, ...], tuple[int, ...]] | None
+    _heads_b: tuple[tuple[int, ...], tuple[int, ...]] | None
+    _sums: npt.NDArray[np.float64]
+    _half_sums: npt.NDArray[np.float64]
+    _half_rows: npt.NDArray[np.int64]
+    _within_a: npt.NDArray[np.float64]
+    _within_b: npt.NDArray[np.float64]
+    _n_rows: int
+    _n_items: int
+    _n_partial: int
+    _n_unused: int
+    _item_sums: list[npt.NDArray[np.float32]]
+    _item_rows: list[int]
+    _item_ids: list[str]
+    _item_units: list[str]
 
     def __init__(self, max_items: int | None = None, smoothing: float = SMOOTHING, dtype: str = "float32",
                  keep_items: bool = False, within: bool = True) -> None:

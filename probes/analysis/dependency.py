@@ -32,13 +32,13 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from probes.extraction.attention import WordAttention
-from probes.corpora.types import Sentence
 from probes.analysis.base import Analysis, partial_reason
 from probes.analysis.driver import stream
-from probes.errors import AlignmentError, InputError
 from probes.analysis.relations import RelationColumns, merge_relations, redundant_pools, widen
 from probes.analysis.unit_counts import UnitCounts
+from probes.corpora.types import Sentence
+from probes.errors import AlignmentError, InputError
+from probes.extraction.attention import WordAttention
 from probes.results import Result, head_axes, head_names, long_table
 
 __all__ = ["DIRECTIONS", "HeadAccuracy", "HeadScores", "head_accuracy", "predict_heads"]
@@ -136,7 +136,7 @@ class HeadScores(Result):
         n = len(relations)
         correct = widen(self.correct, n).copy()
         total = widen(self.total, n).copy()
-        np.add.at(correct, (..., mapping), other.correct)
+        np.add.at(correct, (..., mapping), other.correct)  # type: ignore[arg-type]  # numpy stubs: ufunc.at takes tuple indices (slices, Ellipsis)
         np.add.at(total, mapping, other.total)
         units = None
         if self.units is not None and other.units is not None:
@@ -204,6 +204,22 @@ class HeadAccuracy(Analysis[HeadScores]):
     """
 
     items: ClassVar[str] = "sentences"
+
+    # options and state, declared by add_option / add_state in __init__ (set there with setattr)
+    poss_rule: bool
+    keep_units: bool
+    sided: bool
+    _vocab: RelationColumns
+    _correct: npt.NDArray[np.int64]
+    _total: npt.NDArray[np.int64]
+    _n_units: int
+    _unit_len: list[npt.NDArray[np.int64]]
+    _unit_rel: list[npt.NDArray[np.int32]]
+    _unit_total: list[npt.NDArray[np.int32]]
+    _unit_correct: list[npt.NDArray[np.uint16]]
+    _unit_doc: list[tuple[str, ...]]
+    _pending: list[tuple[Sentence, npt.NDArray[np.floating[Any]]]]
+    _pending_values: int
 
     def __init__(self, *, poss_rule: bool = True, keep_units: bool = True, buffer: int = 256,
                  sided: bool = False) -> None:

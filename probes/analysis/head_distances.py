@@ -123,6 +123,21 @@ class HeadDistances(Analysis[DistanceResult]):
             for intervals over items.
     """
 
+    # options and state, declared by add_option / add_state in __init__ (set there with setattr)
+    max_items: int | None
+    ids: frozenset[str] | None
+    smoothing: float
+    dtype: str
+    keep_items: bool
+    _pairs: npt.NDArray[np.float64]
+    _n_rows: int
+    _n_items: int
+    _n_without_tokens: int
+    _n_unused: int
+    _item_pairs: list[npt.NDArray[np.float32]]
+    _item_rows: list[int]
+    _item_ids: list[str]
+
     def __init__(self, max_items: int | None = DEFAULT_JS_SENTENCES, ids: Iterable[str] | None = None,
                  smoothing: float = SMOOTHING, dtype: str = "float32", keep_items: bool = False) -> None:
         super().__init__()
@@ -220,7 +235,7 @@ class HeadDistances(Analysis[DistanceResult]):
                               self._n_unused, **items)
 
 
-def pair_divergences(rows: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+def pair_divergences(rows: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.float64]:
     """``(P,)`` Σ over rows of JS between every pair a < b of ``rows`` ``(N, R, T)`` (smoothed, rows sum to 1)."""
     return indexed_divergences(rows, rows, *pair_index(rows.shape[0]))
 
@@ -257,8 +272,8 @@ def indexed_divergences(rows_a: npt.NDArray[np.floating[Any]], rows_b: npt.NDArr
     return np.maximum(out, 0.0, out=out)
 
 
-def _neg_entropy(p: npt.NDArray[np.float64], out: npt.NDArray[np.float64],
-                 work: npt.NDArray[np.float64] | None = None) -> npt.NDArray[np.float64]:
+def _neg_entropy(p: npt.NDArray[np.floating[Any]], out: npt.NDArray[np.floating[Any]],
+                 work: npt.NDArray[np.floating[Any]] | None = None) -> npt.NDArray[np.floating[Any]]:
     """``out`` ``(..., R)`` = Σ_j p log p over the last axis of ``p`` ``(..., R, T)`` (entries > 0), in nats.
 
     One code path for heads and mixtures, so that identical heads give exactly 0.

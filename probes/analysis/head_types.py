@@ -182,7 +182,7 @@ def score_maps(maps: Sequence[npt.NDArray[np.floating[Any]]], sequences: npt.NDA
 
     ``maps``: per input its ``(L, H, T, T)`` token maps; ``sequences``: ``(n, T)`` their token ids.
     """
-    options = {"exclude_bos": exclude_bos, "exclude_current_token": exclude_current_token,
+    options: dict[str, Any] = {"exclude_bos": exclude_bos, "exclude_current_token": exclude_current_token,
                "bos_columns": bos_columns}
     shape = np.shape(maps[0])[:2] if len(maps) else (0, 0)
     sums, counts = np.zeros((len(types),) + shape), np.zeros((len(types),) + shape)

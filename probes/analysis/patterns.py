@@ -45,9 +45,10 @@ The rule (:func:`classify`, thresholds in :data:`THRESHOLDS`), first match wins;
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import lru_cache
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -291,6 +292,12 @@ class AttentionPatterns(Analysis[PatternResult]):
 
     items: ClassVar[str] = "any"
 
+    # options and state, declared by add_option / add_state in __init__ (set there with setattr)
+    thresholds: Thresholds
+    _counts: npt.NDArray[np.int64]
+    _n_maps: int
+    _n_without_tokens: int
+
     def __init__(self, thresholds: Thresholds = THRESHOLDS) -> None:
         super().__init__()
         self.add_option("thresholds", thresholds)
@@ -307,7 +314,7 @@ class AttentionPatterns(Analysis[PatternResult]):
             self._n_without_tokens += 1
             return
         if self.bind_heads(word_attention):
-            self._counts = np.zeros((len(self._layers), len(self._heads), len(PATTERNS)), dtype=np.int64)
+            self._counts = np.zeros((len(word_attention.layers), len(word_attention.heads), len(PATTERNS)), dtype=np.int64)
         features = map_features(tokens.weights, tokens.start_special, tokens.end_special, tokens.tokens,
                                 self.thresholds, entropy=False, block=False)
         label = classify(features, self.thresholds)  # (L, H), with no block mass yet

@@ -228,6 +228,20 @@ class HeadRoles(Analysis[RolesResult]):
 
     items: ClassVar[str] = "any"
 
+    # options and state, declared by add_option / add_state in __init__ (set there with setattr)
+    top_common: int
+    max_offset: int
+    _frequencies_digest: str | None
+    _conf: npt.NDArray[np.int64]
+    _offsets: npt.NDArray[np.int64]
+    _n_rows: int
+    _rare: npt.NDArray[np.int64]
+    _chance: npt.NDArray[np.int64]
+    _rare_rows: int
+    _rare_sentences: int
+    _n_examples: int
+    _n_without_tokens: int
+
     def __init__(self, frequencies: Mapping[str, int] | None = None, top_common: int = DEFAULT_TOP_COMMON,
                  max_offset: int = DEFAULT_MAX_OFFSET) -> None:
         super().__init__()
@@ -266,7 +280,7 @@ class HeadRoles(Analysis[RolesResult]):
 
     def _check_heads(self, word_attention: WordAttention) -> None:
         if self.bind_heads(word_attention):
-            shape = (len(self._layers), len(self._heads))
+            shape = (len(word_attention.layers), len(word_attention.heads))
             self._conf = np.zeros(shape, dtype=np.int64)
             self._offsets = np.zeros(shape + (2 * self.max_offset + 1,), dtype=np.int64)
             self._rare = np.zeros((2,) + shape, dtype=np.int64)

@@ -46,7 +46,7 @@ def split_key(item: Any) -> str:
 
 def half_of(key: str) -> str:
     """``"select"`` or ``"report"``: the half of the item with id ``key`` (fixed, order-free)."""
-    digest = hashlib.sha256(f"{SPLIT_SALT}:{key}".encode("utf-8")).digest()
+    digest = hashlib.sha256(f"{SPLIT_SALT}:{key}".encode()).digest()
     return HALVES[digest[0] & 1]
 
 

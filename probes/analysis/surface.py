@@ -190,6 +190,16 @@ class SurfaceStats(Analysis[SurfaceResult]):
 
     items: ClassVar[str] = "any"
 
+    # options and state, declared by add_option / add_state in __init__ (set there with setattr)
+    level: str
+    causal: bool
+    _sums: npt.NDArray[np.int64]
+    _counts: npt.NDArray[np.int64]
+    _log_n: int
+    _n_examples: int
+    _n_without_tokens: int
+    _n_causal: int
+
     def __init__(self, level: str = "token", causal: bool = False) -> None:
         super().__init__()
         if level not in LEVELS:
@@ -230,7 +240,7 @@ class SurfaceStats(Analysis[SurfaceResult]):
 
     def _check_heads(self, word_attention: WordAttention) -> None:
         if self.bind_heads(word_attention):
-            self._sums = np.zeros((len(SURFACE_KEYS), len(self._layers), len(self._heads)), dtype=np.int64)
+            self._sums = np.zeros((len(SURFACE_KEYS), len(word_attention.layers), len(word_attention.heads)), dtype=np.int64)
 
     def compute(self) -> SurfaceResult:
         """The sums so far as a :class:`SurfaceResult`."""

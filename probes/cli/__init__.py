@@ -24,21 +24,21 @@ import threading
 import warnings
 from collections.abc import Iterator
 
-from probes.cli._app import app, state
+from probes.cli import atlas as _atlas  # noqa: F401  (registers `atlas`)
+from probes.cli import coref as _coref  # noqa: F401  (registers `coref`, `bridging`)
+from probes.cli import data as _data  # noqa: F401  (registers `data add`, `data list`)
+from probes.cli import experiment as _experiment  # noqa: F401  (registers `run`, `report`)
 
 # Each module registers its commands on ``app``.
 from probes.cli import extract as _extract  # noqa: F401  (registers `extract`)
-from probes.cli import syntax as _syntax  # noqa: F401  (registers `leaderboard`, `baselines`, `demo`)
-from probes.cli import coref as _coref  # noqa: F401  (registers `coref`, `bridging`)
-from probes.cli import probe as _probe  # noqa: F401  (registers `probe`)
-from probes.cli import data as _data  # noqa: F401  (registers `data add`, `data list`)
-from probes.cli import atlas as _atlas  # noqa: F401  (registers `atlas`)
-from probes.cli import match as _match  # noqa: F401  (registers `match`)
 from probes.cli import importance as _importance  # noqa: F401  (registers `importance`, `prune`)
-from probes.cli import experiment as _experiment  # noqa: F401  (registers `run`, `report`)
-from probes.cli import verify as _verify  # noqa: F401  (registers `verify`)
-from probes.cli import train as _train  # noqa: F401  (registers `train`)
+from probes.cli import match as _match  # noqa: F401  (registers `match`)
 from probes.cli import models as _models  # noqa: F401  (registers `models`)
+from probes.cli import probe as _probe  # noqa: F401  (registers `probe`)
+from probes.cli import syntax as _syntax  # noqa: F401  (registers `leaderboard`, `baselines`, `demo`)
+from probes.cli import train as _train  # noqa: F401  (registers `train`)
+from probes.cli import verify as _verify  # noqa: F401  (registers `verify`)
+from probes.cli._app import app, state
 from probes.errors import ProbesError
 from probes.world import World, init_world, launched
 

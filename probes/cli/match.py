@@ -7,7 +7,7 @@ A thin command over :func:`probes.runs.match.match_models`: parse the options, r
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import Optional
 
 import typer
 
@@ -34,7 +34,7 @@ matching.md, figures/matching.png, match/ (the saved result) and run.json to --o
 @app.command("match", help=_HELP)
 def match_cli(
     config: Optional[Path] = options.config_option(),
-    models: List[str] = options.model_option(...),
+    models: list[str] = options.model_option(...),
     treebank: str = options.treebank_option(..., help=f"Data both models read: {options.DATA_HELP}."),
     within_layers: bool = typer.Option(False, "--within-layers/--across-layers",
                                        help="Match within layers (one problem per layer) or across layers (default)."),

@@ -13,8 +13,15 @@ import typer
 
 from probes.cli import options
 from probes.cli._app import app
-from probes.training.config import (MAX_BATCH_SIZE, MAX_HEADS, MAX_HIDDEN, MAX_INTERMEDIATE, MAX_LAYERS, MAX_SEQ_LEN,
-                                    MAX_STEPS)
+from probes.training.config import (
+    MAX_BATCH_SIZE,
+    MAX_HEADS,
+    MAX_HIDDEN,
+    MAX_INTERMEDIATE,
+    MAX_LAYERS,
+    MAX_SEQ_LEN,
+    MAX_STEPS,
+)
 
 _HELP = """Train a small model from scratch (a BERT-style masked-LM encoder, or a GPT-2 / Llama causal LM).
 

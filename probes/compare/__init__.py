@@ -23,8 +23,21 @@ intervals (:mod:`probes.compare.stats`).
 from __future__ import annotations
 
 from probes.compare.comparison import compare
-from probes.compare.types import (TABLES, BestHead, Comparison, Consistency, Curve, HeadKinds, Histogram,
-                                  LayerProfile, Redundancy, Specialisation, Spread, Test, Unit)
+from probes.compare.types import (
+                                  TABLES,
+                                  BestHead,
+                                  Comparison,
+                                  Consistency,
+                                  Curve,
+                                  HeadKinds,
+                                  Histogram,
+                                  LayerProfile,
+                                  Redundancy,
+                                  Specialisation,
+                                  Spread,
+                                  Test,
+                                  Unit,
+)
 
 __all__ = ["compare", "Unit", "Comparison", "TABLES", "BestHead", "HeadKinds", "Spread", "Specialisation",
            "Consistency", "Redundancy", "LayerProfile", "Test", "Curve", "Histogram"]

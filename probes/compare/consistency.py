@@ -25,9 +25,9 @@ import numpy as np
 import numpy.typing as npt
 
 from probes.compare.inputs import board_of
-from probes.heads.profile import listed_relations
 from probes.compare.stats import interval, spearman_rows
 from probes.compare.types import Consistency, Unit
+from probes.heads.profile import listed_relations
 
 __all__ = ["ConsistencyDraws", "consistency", "model_consistency", "relation_rhos", "unnested", "split_half",
            "spearman_brown", "corrected_rho", "NESTED_RULE", "RELIABILITY_RULE"]

@@ -9,7 +9,6 @@ raises a :class:`~probes.errors.FormatError` or
 from __future__ import annotations
 
 from probes._lazy import lazy_getattr
-
 from probes.corpora.conllu import read_conllu, write_conllu
 from probes.corpora.conllx import read_conllx
 from probes.corpora.formats import detect_format

@@ -28,8 +28,8 @@ from conllu.parser import parse_comment_line, parse_id_value, parse_int_value
 from probes.corpora.blocks import Block, iter_blocks
 from probes.corpora.integrity import CONTROL, IdRegister, control_char, shown
 from probes.corpora.readreport import ReadReport, check_on_error
-from probes.corpora.validate import check_tree
 from probes.corpora.types import Sentence
+from probes.corpora.validate import check_tree
 from probes.errors import AnnotationError, FormatError, InputError
 
 __all__ = [

@@ -44,8 +44,8 @@ from pathlib import Path
 from probes.corpora.conllu import ParsedBlock, iter_results
 from probes.corpora.integrity import shown
 from probes.corpora.readreport import ReadReport, check_on_error
-from probes.corpora.validate import tree_depths
 from probes.corpora.types import Bridge, Document, Mention, Sentence, SplitAntecedent
+from probes.corpora.validate import tree_depths
 from probes.errors import AnnotationError, InputError
 
 __all__ = ["read_corefud", "build_document", "document_heads", "parse_entity_chunks", "tree_head"]

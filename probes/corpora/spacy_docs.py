@@ -11,16 +11,16 @@ from __future__ import annotations
 import functools
 import itertools
 import zlib
-from dataclasses import replace
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
 from probes.corpora.integrity import control_char, shown
 from probes.corpora.readreport import ReadReport, check_on_error
-from probes.corpora.validate import check_tree
 from probes.corpora.types import Sentence
+from probes.corpora.validate import check_tree
 from probes.errors import AnnotationError, ConfigError, FormatError, InputError
 from probes.safe_read import read_bytes
 

@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from probes.errors import ModelOutputError
 from probes.extraction.align import Alignment
 from probes.extraction.attention import TokenAttention, WordAttention
 from probes.extraction.planning import Job
-from probes.errors import ModelOutputError
 
 __all__ = ["combine_windows", "single", "token_attention", "word_attention"]
 

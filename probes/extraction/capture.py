@@ -18,9 +18,9 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from probes.errors import ModelOutputError
 from probes.extraction import rows as row_attention
 from probes.extraction.align import Alignment, BatchPooler, pool_batch
-from probes.errors import ModelOutputError
 
 __all__ = ["Capture", "Forward", "attention_modules", "force_eager"]
 

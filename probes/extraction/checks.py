@@ -13,9 +13,9 @@ from collections.abc import Sequence
 
 import torch
 
+from probes.errors import ConfigError
 from probes.extraction.align import FROM_POOLS
 from probes.extraction.budget import DEFAULT_ATTENTION_MB
-from probes.errors import ConfigError
 
 __all__ = ["ON_LONG", "DTYPES", "CHECKED_OPTIONS", "check_options", "check_device", "check_index"]
 

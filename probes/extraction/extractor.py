@@ -63,6 +63,8 @@ import numpy.typing as npt
 import torch
 from tqdm.auto import tqdm
 
+from probes.corpora.types import Sentence
+from probes.errors import ConfigError
 from probes.extraction import families
 from probes.extraction.align import Alignment, check_tokenizer, words_as_text
 from probes.extraction.assemble import combine_windows, single
@@ -75,8 +77,6 @@ from probes.extraction.gguf import gguf_source
 from probes.extraction.loading import device_map_of, load_pretrained, place_model, weights_sha256
 from probes.extraction.outputs import ExtractionReport, PairStream
 from probes.extraction.planning import Job, Planner, align, ask_rows, item_id
-from probes.corpora.types import Sentence
-from probes.errors import ConfigError
 
 __all__ = ["AttentionExtractor", "ExtractionReport", "PairStream", "ON_LONG", "DTYPES", "DEFAULT_ATTENTION_MB", "check_options",
            "check_device"]

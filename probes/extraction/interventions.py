@@ -264,7 +264,6 @@ def _replacements(model: Any, sites: list[HeadSite], mask: torch.Tensor | None, 
                   ) -> list[Replacement]:
     """Per layer, what the output ``(..., k, d)`` of ablated heads ``index`` ``(k,)`` becomes, given all heads'
     ``(..., H, d)`` (registering the hooks it needs)."""
-    import torch
 
     def shaped(heads: torch.Tensor, index: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
         """``value`` ``(k, d)`` broadcast to ``(..., k, d)``: ``index_copy`` needs the exact shape."""

@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from probes.errors import ConfigError
 from probes.extraction.align import Alignment, alignment_from_word_ids
 from probes.extraction.budget import Budget
 from probes.extraction.outputs import ExtractionReport
-from probes.errors import ConfigError
 
 log = logging.getLogger("probes")
 

@@ -53,16 +53,22 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from probes.extraction.attention import WordAttention
+from probes.checksum import file_sha256
 from probes.corpora.types import Sentence
 from probes.errors import InputError, StoreError, WriteError
-from probes.checksum import file_sha256
-from probes.extraction.store_format import (check_manifest, check_records, own_file, paired, read_index,
-                                            sentence_from_json)
+from probes.extraction.attention import WordAttention
+from probes.extraction.store_format import (
+    check_manifest,
+    check_records,
+    own_file,
+    paired,
+    read_index,
+    sentence_from_json,
+)
 from probes.extraction.store_verify import Verification, check_shard, check_sizes, damaged_shards, shard_path
+from probes.locks import FolderLock
 from probes.safe_arrays import npy_file_header
 from probes.safe_read import inside_folder, load_json
-from probes.locks import FolderLock
 from probes.world import World
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -169,7 +169,7 @@ def _batch_metrics(model: Any, batch: Batch, objective: Any, masks: npt.NDArray[
             k = len(members)
             repeated = repeat_batch(batch, k)
             block = torch.from_numpy(np.ascontiguousarray(masks[members]))  # (K, L, H)
-            replay = (_map_rows(kept[layer - 1], lambda t: t.repeat(k, *([1] * (t.dim() - 1))) if t.dim() >= 1
+            replay = (_map_rows(kept[layer - 1], lambda t, k=k: t.repeat(k, *([1] * (t.dim() - 1))) if t.dim() >= 1
                                 and t.shape[0] == rows else t) if skip and layer > 0 else None)
             with intervene(model, ablate=block, ablation=ablation, means=means), \
                     (_skipped(layers, layer, replay) if replay is not None else _nothing()):

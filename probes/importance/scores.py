@@ -31,8 +31,8 @@ import numpy.typing as npt
 
 from probes.errors import ConfigError, ModelOutputError
 from probes.heads.inference import spearman_rows
-from probes.importance.batches import _as_batches, _in_index_order, _shape
 from probes.heads.intervals import percentile_interval, resample_counts
+from probes.importance.batches import _as_batches, _in_index_order, _shape
 from probes.results import Result, head_axes, head_names, long_table
 
 __all__ = ["ImportanceResult", "gate_gradients", "sentence_metrics", "leave_one_out", "normalize_importance",

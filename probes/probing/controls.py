@@ -129,14 +129,14 @@ class OffsetControlTask:
         off = np.where(heads == 0, ROOT_BEHAVIOUR, np.clip(heads - pos, -self.max_offset, self.max_offset))
         self._counts.update(int(o) for o in off)
 
-    def fit(self, sentences: Iterable[Sentence]) -> ControlTask:
+    def fit(self, sentences: Iterable[Sentence]) -> OffsetControlTask:
         """Learn the offset distribution from training sentences (streaming); returns ``self``."""
         self._counts.clear()
         for s in sentences:
             self.update(s)
         return self.finalize()
 
-    def finalize(self) -> ControlTask:
+    def finalize(self) -> OffsetControlTask:
         """Freeze the distribution counted by :meth:`update`."""
         keys = sorted(self._counts)
         total = sum(self._counts.values())

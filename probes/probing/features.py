@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from probes.extraction.attention import WordAttention
 from probes.corpora.types import Sentence
 from probes.errors import AlignmentError
+from probes.extraction.attention import WordAttention
 
 __all__ = [
     "PairAttention",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -22,9 +23,9 @@ from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from probes.analysis.base import Analysis
-from probes.extraction.attention import WordAttention
 from probes.corpora.types import Sentence, base_relation
 from probes.errors import ConfigError
+from probes.extraction.attention import WordAttention
 from probes.probing.features import attention_features, check_pair
 from probes.probing.train import Pair, iter_pairs
 
@@ -209,6 +210,13 @@ class LabelScorer(Analysis[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]])
 
     ``compute()`` returns ``(correct (n_sentences, n_probes), total (n_sentences,))``.
     """
+
+    # options and state, declared by add_option / add_state in __init__ (set there with setattr)
+    probe: PerHeadLabelProbe
+    correct: list[npt.NDArray[np.integer[Any]]]
+    total: list[int]
+    _pending: list[tuple[npt.NDArray[np.float32], npt.NDArray[np.float32], list[str]]]
+    _n_pending: int
 
     def __init__(self, probe: PerHeadLabelProbe, *, chunk: int = 4096) -> None:
         super().__init__()

@@ -26,6 +26,13 @@ class ParserScorer(Analysis[dict[str, float]]):
         uuas: also decode a maximum spanning tree per sentence.
     """
 
+    # options and state, declared by add_option / add_state in __init__ (set there with setattr)
+    parser: Any
+    transform: Any
+    uuas: bool
+    counts: list[tuple[int, int, int, int]]
+    ids: list[str]
+
     def __init__(self, parser: Any, transform: Any = None, *, uuas: bool = True) -> None:
         super().__init__()
         self.add_option("parser", parser)

@@ -32,9 +32,9 @@ import numpy.typing as npt
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from probes.extraction.attention import WordAttention
 from probes.corpora.types import Sentence
 from probes.errors import ConfigError
+from probes.extraction.attention import WordAttention
 from probes.probing.decode import argmax_heads, uas_counts
 from probes.probing.embeddings import StaticVectors
 from probes.probing.features import attention_features, check_pair, distance_features

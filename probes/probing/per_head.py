@@ -30,14 +30,14 @@ import numpy.typing as npt
 from sklearn.utils.validation import check_is_fitted
 
 from probes.analysis.base import Analysis
-from probes.extraction.attention import WordAttention
 from probes.corpora.types import Sentence, base_relation
 from probes.errors import ConfigError
+from probes.extraction.attention import WordAttention
+from probes.heads.intervals import bootstrap_ci
 from probes.heads.naming import head_name
 from probes.probing.decode import is_punct
 from probes.probing.features import OFFSETS, attention_features, check_pair, offset_features
 from probes.probing.train import Pair, SentenceProbe, single_thread
-from probes.heads.intervals import bootstrap_ci
 from probes.results import Result
 
 __all__ = [
@@ -293,6 +293,14 @@ class PerHeadEvaluator(Analysis["PerHeadScores"]):
     counts for the bootstrap); ``merge`` adds another evaluator's state.
     """
 
+    # options and state, declared by add_option / add_state in __init__ (set there with setattr)
+    probe: PerHeadProbe
+    counts: npt.NDArray[np.int64]
+    correct: npt.NDArray[np.int64]
+    argmax_correct: npt.NDArray[np.int64]
+    units: list[tuple[npt.NDArray[np.intp], npt.NDArray[np.int64], npt.NDArray[np.int64]]]
+    n_unseen: int
+
     def __init__(self, probe: PerHeadProbe) -> None:
         super().__init__()
         self.add_option("probe", probe)
@@ -317,8 +325,8 @@ class PerHeadEvaluator(Analysis["PerHeadScores"]):
         hits = np.concatenate([hit_all[:, keep_all], hit[:, seen]], axis=1)  # (P, n_scored)
         amax = np.concatenate([argmax_hit[:, :, keep_all], argmax_hit[:, :, seen]], axis=2)
         np.add.at(self.counts, ids, 1)
-        np.add.at(self.correct.T, (slice(None), ids), hits)  # correct.T: (P, R)
-        np.add.at(self.argmax_correct.transpose(1, 2, 0), (slice(None), slice(None), ids), amax)
+        np.add.at(self.correct.T, (slice(None), ids), hits)  # type: ignore[arg-type]  # numpy stubs: ufunc.at takes tuple indices; correct.T: (P, R)
+        np.add.at(self.argmax_correct.transpose(1, 2, 0), (slice(None), slice(None), ids), amax)  # type: ignore[arg-type]  # numpy stubs: ufunc.at takes tuple indices
         uniq, inv = np.unique(ids, return_inverse=True)
         per_rel = np.zeros((len(uniq), hits.shape[0]), dtype=np.int64)
         np.add.at(per_rel, inv, hits.T)

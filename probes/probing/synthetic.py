@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from probes.extraction.attention import WordAttention
 from probes.corpora.types import Sentence
+from probes.extraction.attention import WordAttention
 
 __all__ = ["planted_pairs"]
 

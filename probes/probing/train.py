@@ -22,9 +22,9 @@ import numpy.typing as npt
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from probes.extraction.attention import WordAttention
 from probes.corpora.types import Sentence
 from probes.errors import ConfigError, SkippedItemWarning
+from probes.extraction.attention import WordAttention
 from probes.probing.decode import argmax_heads, uas_counts
 
 __all__ = ["SentenceProbe", "iter_pairs", "fit_together", "single_thread", "ShuffleBuffer", "SHUFFLE_BUFFER"]
@@ -134,7 +134,8 @@ def fit_together(
     def learn(members: list[int], pairs: Iterable[Pair]) -> None:
         for sentence, attention in pairs:
             for k in members:
-                probes[k]._learn_one(transforms[k](sentence) if transforms[k] else sentence, attention)
+                transform = transforms[k]
+                probes[k]._learn_one(transform(sentence) if transform else sentence, attention)
 
     for epoch in range(epochs):
         for pair in iter_pairs(X, progress=progress, desc=f"{desc} epoch {epoch + 1}/{epochs}"):

@@ -13,12 +13,11 @@ half-drawn figure under its final name.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
-
-import textwrap
 
 import numpy as np
 import numpy.typing as npt

@@ -16,16 +16,16 @@ import numpy as np
 import numpy.typing as npt
 
 from probes.analysis.dependency import HeadScores
+from probes.analysis.split import SPLIT_RULE
 from probes.errors import ConfigError
 from probes.heads.intervals import unit_phrase
 from probes.heads.naming import INDEXING_NOTE, head_name
-from probes.analysis.split import SPLIT_RULE
 from probes.heads.selection import LEADERBOARD_COLUMNS, LeaderboardRow, table_correction
 from probes.reports.escape import md_document, path_href
 from probes.reports.inputs import inputs_lines
+from probes.reports.tables import format_p, markdown_table, md_heading, md_text, text_table, write_csv, write_json
 from probes.reports.writer import OutputFolder
 from probes.run_record import RunRecord
-from probes.reports.tables import format_p, markdown_table, md_heading, md_text, text_table, write_csv, write_json
 
 __all__ = ["format_leaderboard", "leaderboard_footer", "score_rows", "write_leaderboard", "TIMINGS_NOTE",
            "INTERVAL_NOTE", "interval_note", "selection_record"]

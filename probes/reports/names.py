@@ -30,8 +30,8 @@ import unicodedata
 from collections.abc import Callable, Iterable
 from pathlib import Path, PurePath, PurePosixPath
 
-from probes.errors import ConfigError
 from probes.analysis.relations import SIDES, sided_name
+from probes.errors import ConfigError
 
 __all__ = ["safe_name", "safe_names", "check_name", "inside", "check_path", "control_character",
            "usual_name", "MAX_CHARS", "MAX_BYTES"]

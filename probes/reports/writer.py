@@ -29,8 +29,14 @@ from probes.errors import ConfigError, WriteError
 from probes.heads.naming import INDEXING_NOTE
 from probes.reports import atomic
 from probes.reports.names import check_name, inside
-from probes.reports.outdir import (check_out_dir, check_writable, lock_out_dir, out_dir_content, prepare_out_dir,
-                                   release_out_dir)
+from probes.reports.outdir import (
+    check_out_dir,
+    check_writable,
+    lock_out_dir,
+    out_dir_content,
+    prepare_out_dir,
+    release_out_dir,
+)
 from probes.reports.tables import write_json
 from probes.run_record import RunRecord
 from probes.world import World

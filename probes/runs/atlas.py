@@ -177,11 +177,10 @@ def _analyses(sentences: Sequence[Sentence], *, frequencies: Mapping[str, int], 
     that runs them in a child process (:class:`probes.analysis.offload.Offloaded`); its result is a dict
     of their results by name."""
     from probes.analysis.head_distances import HeadDistances
+    from probes.analysis.offload import Offloaded
     from probes.analysis.patterns import AttentionPatterns
     from probes.analysis.roles import HeadRoles
     from probes.analysis.surface import SurfaceStats
-
-    from probes.analysis.offload import Offloaded
 
     out: dict[str, Any] = {
         "surface": SurfaceStats(level="token", causal=causal),
@@ -328,9 +327,9 @@ def _run(model: str, treebank: str | Path, corpus: str | Path | None, example: s
     from probes.extraction.loading import resolve_model
     from probes.heads.groups import GROUP_RULE, cluster_heads, mds_layout
     from probes.heads.profile import board_profile
-    from probes.runs.record import run_record
     from probes.runs.inputs import data_name, load_extractor
     from probes.runs.leaderboard import leaderboard
+    from probes.runs.record import run_record
 
     model_path = resolve_model(model)
     t0 = time.perf_counter()

@@ -60,8 +60,8 @@ from probes.reports.coreference import (
 from probes.reports.inputs import inputs_lines
 from probes.reports.writer import write_output
 from probes.results import Result
-from probes.runs.inputs import ExtractionOptions, check_run_options, gather_report, load_extractor
 from probes.run_record import RunRecord
+from probes.runs.inputs import ExtractionOptions, check_run_options, gather_report, load_extractor
 from probes.runs.record import inputs_record, run_record, versions
 from probes.world import World, block_record, world_record
 

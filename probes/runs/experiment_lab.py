@@ -41,8 +41,17 @@ from typing import Any
 
 from probes.errors import ConfigError
 from probes.runs.option_rules import COUNT, MAX_COUNT, SEED, Rule, shown
-from probes.training.config import (ARCHS, CHECKPOINT_RULES, MAX_BATCH_SIZE, MAX_HEADS, MAX_HIDDEN, MAX_INTERMEDIATE,
-                                    MAX_LAYERS, MAX_SEQ_LEN, TrainConfig)
+from probes.training.config import (
+    ARCHS,
+    CHECKPOINT_RULES,
+    MAX_BATCH_SIZE,
+    MAX_HEADS,
+    MAX_HIDDEN,
+    MAX_INTERMEDIATE,
+    MAX_LAYERS,
+    MAX_SEQ_LEN,
+    TrainConfig,
+)
 
 __all__ = ["TrainUnit", "LabName", "TRAIN_DIR", "TRAIN_KEYS", "SELECTOR_RULE", "check_train", "build_train",
            "lab_names", "lab_models", "select_models", "is_selector", "key_spec"]

@@ -100,7 +100,6 @@ def _options(analysis: Any, limit: int | None) -> dict[str, Any]:
 def _inputs(experiment: Any, hashes: Any, a: str, b: str, data: Any, options: Mapping[str, Any]) -> dict[str, Any]:
     """What a match unit's key hashes: options, both models' (and the null model's) weights, the treebank."""
     from probes._version import __version__
-
     from probes.runs.experiment_lab import key_spec
 
     def model(name: str) -> dict[str, Any]:

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from functools import partial
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -154,8 +154,8 @@ def _read(treebank: str | Path, select_on: str | Path | None, limit: int | None,
           ) -> tuple[list[Sentence], list[Sentence], dict[str, Any]]:
     """``(report sentences, selection sentences, data record)``: ``select_on`` or the two halves of ``treebank``."""
     from probes.analysis.split import SPLIT_RULE, half_of
-    from probes.runs.record import data_record
     from probes.runs.inputs import data_name, read_sentences
+    from probes.runs.record import data_record
 
     path, sentences = read_sentences(treebank, limit)
     if not sentences:

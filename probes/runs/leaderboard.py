@@ -27,43 +27,48 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from functools import partial
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from probes.analysis import ANALYSES
 from probes.analysis.base import Analysis
-from probes.analysis.baselines import OffsetBaseline
-from probes.analysis.dependency import HeadAccuracy
+from probes.analysis.baselines import BaselineScores, OffsetBaseline
+from probes.analysis.dependency import HeadAccuracy, HeadScores
 from probes.analysis.driver import StreamResult, stream
-from probes.analysis.baselines import BaselineScores
-from probes.analysis.dependency import HeadScores
 from probes.analysis.relations import ALL
 from probes.analysis.split import Half, half_of
 from probes.errors import ConfigError
 from probes.heads.intervals import UNITS
-from probes.heads.selection import (LEADERBOARD_COLUMNS, SELECTION_MODES, LeaderboardRow, interval_units,
-                                    leaderboard_rows, table_correction)
+from probes.heads.selection import (
+    LEADERBOARD_COLUMNS,
+    SELECTION_MODES,
+    LeaderboardRow,
+    interval_units,
+    leaderboard_rows,
+    table_correction,
+)
+from probes.reports.inputs import inputs_lines
 from probes.reports.leaderboard import format_leaderboard, selection_record, write_leaderboard
 from probes.reports.writer import write_output
-from probes.run_record import RunRecord
-from probes.runs.record import inputs_record, run_record
-from probes.reports.inputs import inputs_lines
 from probes.results import Result, require_pandas
+from probes.run_record import RunRecord
 from probes.runs.inputs import (
     ExtractionOptions,
     check_run_options,
     gather_report,
 )
 from probes.runs.leaderboard_inputs import from_model, from_stores
+from probes.runs.record import inputs_record, run_record
 from probes.world import World, world_record
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from probes.corpora.types import Sentence
+    from probes.extraction.attention import WordAttention
     from probes.extraction.extractor import AttentionExtractor
 
 __all__ = ["Leaderboard", "leaderboard", "leaderboard_from_pairs", "score_split", "score_halves", "check_analyses",

@@ -29,6 +29,7 @@ from probes.world import World, block_record
 
 if TYPE_CHECKING:
     from probes.corpora.types import Sentence
+    from probes.extraction.attention import WordAttention
     from probes.extraction.extractor import AttentionExtractor
 
 __all__ = ["from_model", "from_stores", "tracked", "store_pairs", "check_same_extraction"]

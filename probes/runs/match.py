@@ -37,8 +37,14 @@ import numpy.typing as npt
 from probes.analysis.base import partial_reason
 from probes.analysis.cross_distances import CrossDistanceResult, CrossDistances
 from probes.compare.head_profiles import PROFILE_RULE, profile_cost, profile_self_distance, role_recurrence
-from probes.compare.matching import (HeadMatching, bootstrap_pairs, label_permutation_null, match_heads,
-                                     null_model_intervals, within_layer_distance)
+from probes.compare.matching import (
+    HeadMatching,
+    bootstrap_pairs,
+    label_permutation_null,
+    match_heads,
+    null_model_intervals,
+    within_layer_distance,
+)
 from probes.errors import ConfigError
 from probes.heads.intervals import resampling_units
 from probes.reports.writer import write_output

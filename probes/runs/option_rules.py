@@ -203,7 +203,8 @@ def _coreference_rules(kind: str) -> dict[str, Rule]:
 def _importance_rules(kind: str) -> dict[str, Rule]:
     from probes.extraction.interventions import ABLATIONS
     from probes.importance.objectives import OBJECTIVES
-    from probes.runs.importance import ON_LONG as WHOLE, SCORE_ORDERS
+    from probes.runs.importance import ON_LONG as WHOLE
+    from probes.runs.importance import SCORE_ORDERS
 
     rules = {"objective": Rule("choice", choices=OBJECTIVES), "ablation": Rule("choice", choices=ABLATIONS),
              "max_batch_tokens": MAX_BATCH_TOKENS, "on_long": Rule("choice", choices=WHOLE), "device": _TEXT,

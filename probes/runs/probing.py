@@ -37,6 +37,7 @@ from probes.probing.per_head import POOLED, PerHeadScores
 from probes.probing.stats import INTERVAL_NOTE
 from probes.probing.summaries import per_head_full, per_head_rows
 from probes.probing.train import SHUFFLE_BUFFER, fit_together
+from probes.reports.inputs import inputs_lines
 from probes.reports.probing import (
     PARSER_COLUMNS,
     PER_HEAD_COLUMNS,
@@ -46,13 +47,12 @@ from probes.reports.probing import (
     write_probes,
 )
 from probes.reports.writer import write_output
-from probes.run_record import RunRecord
-from probes.runs.record import invocation, versions
-from probes.reports.inputs import inputs_lines
 from probes.results import Result
+from probes.run_record import RunRecord
 from probes.runs.inputs import ExtractionOptions, check_run_options
 from probes.runs.probing_inputs import check_sources, open_inputs, random_init_streams, static_vectors
 from probes.runs.probing_passes import Evaluation, SeedRun
+from probes.runs.record import invocation, versions
 
 __all__ = ["PROBE_KINDS", "SELECTION_MODES", "ParserRow", "ParserScorer", "LabelScores", "ProbeRun", "parse_kinds",
            "run_probes", "probe", "PARSER_COLUMNS", "PER_HEAD_COLUMNS", "CONTROL_KINDS"]

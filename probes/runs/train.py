@@ -27,13 +27,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from probes.reports.writer import OutputFolder, check_out_dir, write_output
+from probes.results import Result, require_pandas, saveable
 from probes.run_record import RunRecord
 from probes.training.config import TrainConfig
 from probes.training.curves import TrainingCurves
+from probes.training.symmetry import HeadSymmetry
+from probes.training.trainer import TrainingRun
 from probes.world import World, launched_main, world_record
 
 if TYPE_CHECKING:  # pragma: no cover
-    from probes.training.symmetry import HeadSymmetry
+    import pandas as pd
 
 __all__ = ["TrainReport", "train_model", "measure_symmetry", "COMMAND", "SYMMETRY_SENTENCES"]
 
@@ -43,10 +46,15 @@ COMMAND = "probes train"
 SYMMETRY_SENTENCES = 32
 
 
+# the run's parts inside a saved TrainReport (the trainer's run and its options) are allowed to load
+saveable(TrainConfig)
+saveable(TrainingRun)
+
+
 @dataclass(frozen=True)
-class TrainReport:
+class TrainReport(Result):
     """A finished (or cleanly stopped) training run: what :func:`~probes.training.trainer.train` did, the curves,
-    and the run record.
+    and the run record. A result like every other: ``save(path)``, ``TrainReport.load(path)``, ``to_pandas()``.
 
     Attributes:
         run: :class:`probes.training.trainer.TrainingRun`.
@@ -55,10 +63,15 @@ class TrainReport:
         symmetry: the distances between the heads of each layer at every checkpoint (None: not measured).
     """
 
-    run: Any
+    run: TrainingRun
     curves: TrainingCurves
     record: RunRecord
     symmetry: HeadSymmetry | None = None
+
+    def to_pandas(self) -> pd.DataFrame:
+        """The loss curves, one row per checkpoint (:meth:`TrainingCurves.to_pandas`)."""
+        require_pandas()
+        return self.curves.to_pandas()
 
     def format(self) -> str:
         """A few lines for a terminal: how the run ended, its checkpoints and its loss against the baseline."""

@@ -43,8 +43,16 @@ from probes.training.allocator import keep_freed_memory
 from probes.training.checkpoints import list_checkpoints, write_checkpoint, writing
 from probes.training.config import TrainConfig
 from probes.training.memory import check_memory
-from probes.training.runfolder import (RESUME_DIR, RUN_FILE, TOKENIZER_DIR, read_run, remove_run, remove_stale,
-                                       resume_state, run_differences)
+from probes.training.runfolder import (
+    RESUME_DIR,
+    RUN_FILE,
+    TOKENIZER_DIR,
+    read_run,
+    remove_run,
+    remove_stale,
+    resume_state,
+    run_differences,
+)
 from probes.world import launched_main, launched_processes
 
 __all__ = ["TrainingRun", "train", "RUN_FILE", "TOKENIZER_DIR", "RESUME_DIR", "DEV_BLOCKS", "OPTIMIZER"]

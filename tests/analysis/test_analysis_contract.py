@@ -21,15 +21,15 @@ from probes.analysis.baselines import OffsetBaseline
 from probes.analysis.bridging import BridgingScores
 from probes.analysis.coreference import AntecedentAccuracy
 from probes.analysis.dependency import HeadAccuracy
-from probes.analysis.unit_counts import UnitCounts
 from probes.analysis.driver import StreamResult, stream
+from probes.analysis.unit_counts import UnitCounts
 from probes.corpora import read_documents, read_treebank
 from probes.corpora.types import Sentence
 from probes.errors import AlignmentError, ConfigError, SkippedItemWarning
 from probes.extraction.attention import WordAttention
 from probes.extraction.windows import document_windows
-from probes.results import equal, load
 from probes.probing.parser_scores import ParserScorer
+from probes.results import equal, load
 
 SAMPLE = Path(probes.corpora.__file__).resolve().parent / "sample" / "sample-dev.conllu"
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

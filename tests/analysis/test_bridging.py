@@ -7,12 +7,12 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from probes.extraction.attention import WordAttention
 from probes.analysis.bridging import BridgingScores
 from probes.corpora.types import Bridge, Document, Mention, Sentence
-from probes.heads.intervals import bootstrap_ci
 from probes.errors import AlignmentError, ConfigError
+from probes.extraction.attention import WordAttention
 from probes.extraction.windows import document_windows
+from probes.heads.intervals import bootstrap_ci
 
 WORDS = [["We", "saw", "a", "house", "."], ["The", "door", "was", "red", "."], ["Its", "roof", "leaked", "."]]
 #        offsets 0-4                          5-9                                10-13

@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from probes.extraction.attention import WordAttention
 from probes.analysis.coreference import (
     BASELINES,
     SPLIT_ANTECEDENTS,
@@ -20,9 +19,10 @@ from probes.analysis.coreference import (
     mention_type,
 )
 from probes.corpora.types import Document, Mention, Sentence, SplitAntecedent
-from probes.heads.intervals import bootstrap_ci
 from probes.errors import AlignmentError, ConfigError
+from probes.extraction.attention import WordAttention
 from probes.extraction.windows import Window, document_windows
+from probes.heads.intervals import bootstrap_ci
 
 # (form, UPOS, FEATS) per word; one list per sentence.
 SENTENCES = [

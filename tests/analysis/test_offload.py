@@ -7,11 +7,10 @@ import sys
 import textwrap
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from probes.analysis.driver import stream
-from probes.analysis.offload import OffloadError, Offloaded
+from probes.analysis.offload import Offloaded, OffloadError
 from probes.analysis.patterns import AttentionPatterns
 from probes.analysis.roles import HeadRoles
 from probes.analysis.surface import SurfaceStats

@@ -11,8 +11,17 @@ from typing import Any
 import numpy as np
 import pytest
 
-from probes.analysis.patterns import (AGREEMENT, PATTERN_COLUMNS, PATTERNS, THRESHOLDS, AttentionPatterns,
-                                      PatternResult, Thresholds, classify, map_features)
+from probes.analysis.patterns import (
+    AGREEMENT,
+    PATTERN_COLUMNS,
+    PATTERNS,
+    THRESHOLDS,
+    AttentionPatterns,
+    PatternResult,
+    Thresholds,
+    classify,
+    map_features,
+)
 from probes.errors import AlignmentError, InputError
 from probes.extraction.attention import TokenAttention, WordAttention
 from probes.results import equal, load

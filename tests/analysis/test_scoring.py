@@ -8,9 +8,9 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from probes.extraction.attention import WordAttention
-from probes.corpora.types import Sentence
 from probes.analysis.dependency import HeadAccuracy, head_accuracy
+from probes.corpora.types import Sentence
+from probes.extraction.attention import WordAttention
 
 LABELS = ["nsubj", "nsubj:pass", "obj", "det", "case", "nmod:poss", "punct", "root", "amod", "poss"]
 WORDS = ["the", "dog", "'s", "’s", "'", "bone", ".", "ran", "s"]

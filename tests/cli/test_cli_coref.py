@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from probes.errors import ConfigError
-
 from probes.cli import main
+from probes.errors import ConfigError
 from probes.heads.naming import INDEXING_NOTE
 
 

@@ -61,8 +61,13 @@ def planted(roles: list[list[int]], seed: int, *, seed_noise: float = 0.05, head
 def match_run(a: list[tuple[Any, WordAttention]], b: list[tuple[Any, WordAttention]], n_resamples: int = 200) -> Any:
     """A match run of model A against model B (within layers, shuffle null) with the summary match_models makes."""
     from probes.analysis.cross_distances import CrossDistances
-    from probes.compare.matching import (bootstrap_pairs, label_permutation_null, match_heads, with_intervals,
-                                         within_layer_distance)
+    from probes.compare.matching import (
+        bootstrap_pairs,
+        label_permutation_null,
+        match_heads,
+        with_intervals,
+        within_layer_distance,
+    )
 
     analysis = CrossDistances(keep_items=True)
     for (sentence, maps_a), (_, maps_b) in zip(a, b):

@@ -10,14 +10,20 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from probes.analysis.cross_distances import CrossDistances, cross_divergences, word_rows
+from probes.analysis.cross_distances import CrossDistances, word_rows
 from probes.compare.head_profiles import profile_cost, profile_self_distance, role_recurrence
-from probes.compare.matching import (HeadMatching, bootstrap_pairs, label_permutation_null, match_heads,
-                                     null_model_intervals, random_assignment_mean, within_layer_distance)
+from probes.compare.matching import (
+    HeadMatching,
+    bootstrap_pairs,
+    label_permutation_null,
+    match_heads,
+    null_model_intervals,
+    random_assignment_mean,
+    within_layer_distance,
+)
 from probes.errors import AlignmentError, ConfigError
 from probes.extraction.attention import WordAttention
 from probes.results import equal, load
-
 
 # ---------------------------------------------------------------------------------------------- the distance
 

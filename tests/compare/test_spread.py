@@ -7,8 +7,17 @@ import numpy as np
 import pytest
 
 from probes.analysis.head_distances import DistanceResult, pair_index
-from probes.compare.spread import (NO_ITEMS, STRUCTURE_SILHOUETTE, best_cut, has_structure, histograms,
-                                   silhouette, spread, statistic_draws, structure_text)
+from probes.compare.spread import (
+    NO_ITEMS,
+    STRUCTURE_SILHOUETTE,
+    best_cut,
+    has_structure,
+    histograms,
+    silhouette,
+    spread,
+    statistic_draws,
+    structure_text,
+)
 from probes.compare.tests import q1_tests
 
 MODELS = {"trained": {"kind": "trained", "spec": "package:x", "base": "package:x", "seed": None},

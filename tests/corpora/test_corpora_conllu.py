@@ -20,8 +20,8 @@ from probes.corpora import (
     read_treebank,
     write_conllu,
 )
-from probes.corpora.validate import find_cycle
 from probes.corpora.types import Sentence
+from probes.corpora.validate import find_cycle
 from probes.errors import (
     AnnotationError,
     ConfigError,

@@ -2,7 +2,7 @@
 
 The fixtures in ``tests/fixtures/corpora/languages/`` are invented sentences (no treebank
 text is committed) that reproduce what was found reading real UD files of 13 languages
-(see docs/notes/issue-2.md, "Any-language check"): right-to-left scripts, scripts without
+(see docs/analyses/corpora.md): right-to-left scripts, scripts without
 spaces, FORMs with spaces, multiword-token ranges of 2-4 words, empty nodes (also ``0.1``
 before word 1) with enhanced DEPS, odd comments and cells, combining marks. Every expected
 value below was worked out by hand from the fixture text. ``PROBES_UD_SAMPLES=<folder>``

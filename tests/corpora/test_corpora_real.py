@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,16 +46,18 @@ def test_ewt_dev_words_match_reference_and_round_trip(ewt: Path, tmp_path: Path)
     out = tmp_path / "dev.conllu"
     out.write_text(write_conllu(sents), encoding="utf-8")
     again = list(read_treebank(out))
-    key = lambda s: (
-        s.sent_id,
-        s.words,
-        s.heads,
-        s.relations,
-        s.upos,
-        s.misc,
-        s.doc_id,
-        s.text,
-    )  # noqa: E731
+    def key(s: Any) -> tuple[Any, ...]:
+        return (
+            s.sent_id,
+            s.words,
+            s.heads,
+            s.relations,
+            s.upos,
+            s.misc,
+            s.doc_id,
+            s.text,
+        )
+
     assert [key(s) for s in again] == [key(s) for s in sents]
 
 

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from probes.errors import ConfigError, InputError
 import probes
 from probes.corpora import read_treebank
 from probes.corpora.registry import (
@@ -26,6 +25,7 @@ from probes.corpora.registry import (
     load_registry,
     resolve_treebank,
 )
+from probes.errors import ConfigError, InputError
 
 CONLLU = "# sent_id = 1\n1\tHi\thi\tINTJ\tUH\t_\t0\troot\t_\t_\n\n"
 

@@ -10,9 +10,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from probes.errors import AlignmentError, ConfigError
 from probes.extraction import align
 from probes.extraction.align import FROM_POOLS, Alignment, align_words, alignment_from_word_ids, pool_batch
-from probes.errors import AlignmentError, ConfigError
 from tests.tiny_models import build
 
 

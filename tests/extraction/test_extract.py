@@ -11,9 +11,9 @@ import torch
 
 from probes.corpora.types import Sentence
 from probes.errors import ConfigError, ModelOutputError
+from probes.extraction import families
 from probes.extraction.extractor import AttentionExtractor
 from tests.extraction.test_align import reference_pool
-from probes.extraction import families
 from tests.tiny_models import build, tiny_families
 
 SENTENCES = [

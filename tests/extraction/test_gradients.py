@@ -17,8 +17,17 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from probes.errors import ConfigError  # noqa: E402
-from probes.extraction.gradients import (KEY_TYPES, KeyTypeGradients, attention_gradients, encode_items,  # noqa: E402
-                                         gradient_importance, importance_from_model, lm_head, lm_losses, load_lm)
+from probes.extraction.gradients import (  # noqa: E402
+    KEY_TYPES,
+    KeyTypeGradients,
+    attention_gradients,
+    encode_items,
+    gradient_importance,
+    importance_from_model,
+    lm_head,
+    lm_losses,
+    load_lm,
+)
 from probes.results import equal, load  # noqa: E402
 from tests.tiny_models import build  # noqa: E402
 

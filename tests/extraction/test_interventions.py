@@ -134,7 +134,7 @@ def test_a_layer_at_zero_leaves_only_the_projection_bias(family: tuple[str, Any,
         site = families.head_sites(model)[layer]
         bias = getattr(site.module, "bias", None)
 
-        def only_bias(module: Any, args: Any, output: torch.Tensor) -> torch.Tensor:
+        def only_bias(module: Any, args: Any, output: torch.Tensor, bias: Any = bias) -> torch.Tensor:
             return torch.zeros_like(output) + (0.0 if bias is None else bias)
 
         gates = torch.ones(2, 4, dtype=torch.float64)
@@ -215,7 +215,7 @@ def _hand_means(model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     for row in range(batch["input_ids"].shape[0]):
         keep = batch["attention_mask"][row].bool()
         seen: list[torch.Tensor] = []
-        handles = [s.module.register_forward_hook(lambda m, args, out: seen.append(args[0][0].clone()))
+        handles = [s.module.register_forward_hook(lambda m, args, out, seen=seen: seen.append(args[0][0].clone()))
                    for s in sites]
         with _hooks(handles), torch.no_grad():
             model(input_ids=batch["input_ids"][row:row + 1, keep])

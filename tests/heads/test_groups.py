@@ -10,8 +10,17 @@ import pytest
 from probes.analysis.head_distances import HeadDistances
 from probes.errors import ConfigError
 from probes.extraction.attention import TokenAttention, WordAttention
-from probes.heads.groups import (BEHAVIOUR_RULES, DEFAULT_CLUSTERS, GROUP_RULE, LINKAGE, LINKAGES, OTHER,
-                                 behaviour_labels, cluster_heads, mds_layout)
+from probes.heads.groups import (
+    BEHAVIOUR_RULES,
+    DEFAULT_CLUSTERS,
+    GROUP_RULE,
+    LINKAGE,
+    LINKAGES,
+    OTHER,
+    behaviour_labels,
+    cluster_heads,
+    mds_layout,
+)
 
 
 def euclidean(points: np.ndarray) -> np.ndarray:

@@ -145,7 +145,7 @@ class _Count:
     def compute(self) -> list[str]:
         return list(self.seen)
 
-    def merge(self, other: "_Count") -> None:
+    def merge(self, other: _Count) -> None:
         self.seen += other.seen
 
     def reset(self) -> None:

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from probes.errors import AnnotationError, InputError, ProbesError, located
+from probes.heads.intervals import bootstrap_ci
 from probes.heads.naming import head_name
 from probes.reports.tables import markdown_table, text_table, write_csv, write_json
-from probes.heads.intervals import bootstrap_ci
 
 
 def test_errors_message_starts_with_path_line() -> None:

@@ -101,8 +101,8 @@ def test_last_layer_head_by_hand(models: dict[Any, Any]) -> None:
     d = model.config.n_embd // model.config.n_head
     for batch in batches:
         seen: dict[str, Any] = {}
-        handles = [block.register_forward_pre_hook(lambda m, a, kw: seen.update(x=a[0]), with_kwargs=True),
-                   block.attn.c_proj.register_forward_pre_hook(lambda m, a: seen.update(z=a[0]))]
+        handles = [block.register_forward_pre_hook(lambda m, a, kw, seen=seen: seen.update(x=a[0]), with_kwargs=True),
+                   block.attn.c_proj.register_forward_pre_hook(lambda m, a, seen=seen: seen.update(z=a[0]))]
         try:
             with torch.no_grad():
                 model(**batch.model_inputs(), use_cache=False)

@@ -15,8 +15,15 @@ from probes.extraction.gradients import _batch_tensors, encode_items, lm_losses
 from probes.extraction.interventions import head_gates
 from probes.extraction.loading import load_tokenizer
 from probes.importance.batches import encode_sentences, make_batches
-from probes.importance.objectives import (CallableObjective, LanguageModelObjective, Objective, ProbeObjective,
-                                          RepresentationObjective, probe_label, word_states)
+from probes.importance.objectives import (
+    CallableObjective,
+    LanguageModelObjective,
+    Objective,
+    ProbeObjective,
+    RepresentationObjective,
+    probe_label,
+    word_states,
+)
 from tests.tiny_models import build, tiny_families
 
 WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "cat", "sat", "on", "mat", "and",

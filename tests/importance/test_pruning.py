@@ -12,11 +12,24 @@ import torch
 
 from probes.errors import ConfigError, InputError
 from probes.extraction.interventions import head_means, intervene
-from probes.importance.pruning import (OnePerLayer, PruningResult, one_head_per_layer, pruning_curves, pruning_steps,
-                                       score_order)
+from probes.importance.pruning import (
+    OnePerLayer,
+    PruningResult,
+    one_head_per_layer,
+    pruning_curves,
+    pruning_steps,
+    score_order,
+)
 from probes.results import equal
-from tests.importance.cases import (OneHeadObjective, ProjectionObjective, batches_of, one_per_layer,
-                                   per_sentence_losses, pruning_result, tiny_bert)
+from tests.importance.cases import (
+    OneHeadObjective,
+    ProjectionObjective,
+    batches_of,
+    one_per_layer,
+    per_sentence_losses,
+    pruning_result,
+    tiny_bert,
+)
 
 SEEDS = tuple(range(8))
 

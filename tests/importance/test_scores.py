@@ -12,11 +12,24 @@ from scipy.stats import spearmanr
 
 from probes.errors import ConfigError
 from probes.heads.intervals import percentile_interval, resample_counts
-from probes.importance.scores import (ImportanceResult, gate_gradients, head_importance, leave_one_out,
-                                      normalize_importance, sentence_metrics)
+from probes.importance.scores import (
+    ImportanceResult,
+    gate_gradients,
+    head_importance,
+    leave_one_out,
+    normalize_importance,
+    sentence_metrics,
+)
 from probes.results import equal
-from tests.importance.cases import (SENTENCES, OneHeadObjective, ProjectionObjective, batches_of, importance_result,
-                                   per_sentence_losses, tiny_bert)
+from tests.importance.cases import (
+    SENTENCES,
+    OneHeadObjective,
+    ProjectionObjective,
+    batches_of,
+    importance_result,
+    per_sentence_losses,
+    tiny_bert,
+)
 
 
 @pytest.fixture(scope="module")

@@ -13,16 +13,16 @@ import math
 import numpy as np
 import pytest
 
-from probes.extraction.attention import WordAttention
 from probes.corpora.types import Sentence
 from probes.errors import AlignmentError, ConfigError, FormatError, SkippedItemWarning
+from probes.extraction.attention import WordAttention
 from probes.probing import (
     AttnEmbParser,
     AttnParser,
-    OffsetControlTask,
     DistancesEmbParser,
     GloveVectors,
     HeadSelectionProbe,
+    OffsetControlTask,
     PerHeadEvaluator,
     PerHeadLabelProbe,
     PerHeadProbe,
@@ -137,7 +137,7 @@ def _brute_force_mst_weight(w: np.ndarray) -> float:
     for tree in itertools.combinations(edges, n - 1):
         parent = list(range(n))
 
-        def find(x):
+        def find(x, parent=parent):
             while parent[x] != x:
                 x = parent[x]
             return x
@@ -416,7 +416,7 @@ def test_head_selection_probe_on_pair_features(planted):
     y = np.concatenate([r.y for r in rows])
     probe = HeadSelectionProbe(C=10.0, max_iter=500, random_state=0).fit(X, y)
     correct = total = 0
-    for k, (s, a) in enumerate(test[:40]):
+    for s, a in test[:40]:
         b = pair_features(s, a)
         _, heads = probe.select_heads(b.X, b.groups, b.candidates)
         correct += int((heads == np.asarray(s.heads)).sum())

@@ -32,6 +32,8 @@ from probes.compare.types import (
     Redundancy,
     Specialisation,
     Spread,
+)
+from probes.compare.types import (
     Test as CompareTest,
 )
 from probes.errors import ConfigError

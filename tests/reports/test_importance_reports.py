@@ -86,8 +86,12 @@ def _edges_blank(path: Path, band: int = 2) -> bool:
 
 
 def _write_all(folder: Path, fmt: str) -> list[Path]:
-    from probes.reports.importance.figures import (write_importance_heatmaps, write_importance_scatter,
-                                                   write_one_per_layer, write_pruning_curves)
+    from probes.reports.importance.figures import (
+        write_importance_heatmaps,
+        write_importance_scatter,
+        write_one_per_layer,
+        write_pruning_curves,
+    )
 
     title = f"{MODEL} on {DATA}"
     pruning = _pruning()
@@ -182,7 +186,7 @@ def test_importance_markdown_numbers_parse_back() -> None:
     for heading, key in (("## The 10 most important", result.importance), ("## The 10 largest leave-one-out",
                                                                              result.loo_effect)):
         rows = _table(md, heading)
-        ranked = sorted(((-key[l, h], l, h) for l in range(3) for h in range(4)))[:10]  # hand ranking
+        ranked = sorted((-key[l, h], l, h) for l in range(3) for h in range(4))[:10]  # hand ranking
         assert [r["head"] for r in rows] == [f"{l + 1}-{h + 1}" for _, l, h in ranked]
         for row, (_, l, h) in zip(rows, ranked):
             assert _close(row["importance"], result.importance[l, h])

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from probes.cli import main
+from probes.errors import ConfigError
 from probes.extraction.loading import resolve_model
 from probes.runs.config import load_config
-from probes.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "probes" / "corpora" / "sample"

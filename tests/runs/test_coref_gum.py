@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from probes.extraction.attention import WordAttention
 from probes.analysis.coreference import AntecedentAccuracy
+from probes.extraction.attention import WordAttention
 from probes.extraction.windows import document_windows
 
 pytestmark = pytest.mark.slow
@@ -93,7 +93,7 @@ def evaluated_independently(mentions: list[tuple[str, int, int, int]], windows: 
     entity's parts."""
     order = sorted(mentions, key=lambda m: (m[1], -m[2], m[3]))
     n = via = 0
-    for k, (ent, s, e, h) in enumerate(order):
+    for k, (ent, s, e, _head) in enumerate(order):
         home = next((w for w in windows if w[0] <= s and e <= w[1]), None)
         if home is None:
             continue

@@ -8,11 +8,11 @@ import json
 import numpy as np
 import pytest
 
-from probes.extraction.attention import WordAttention
 from probes.corpora.types import Sentence
+from probes.extraction.attention import WordAttention
+from probes.heads.intervals import bootstrap_ci
 from probes.heads.selection import LEADERBOARD_COLUMNS, leaderboard_rows
 from probes.runs.leaderboard import Leaderboard, leaderboard_from_pairs, score_split
-from probes.heads.intervals import bootstrap_ci
 
 
 def _pairs(seed: int, n_sent: int = 60, n_layers: int = 2, n_heads: int = 3, good=(1, 2)):

@@ -11,8 +11,14 @@ import numpy as np
 import pytest
 
 from probes.errors import ConfigError
-from probes.training.checkpoints import (TRAINING_FILE, list_checkpoints, parse_trained, resolve_trained, step_name,
-                                         write_checkpoint)
+from probes.training.checkpoints import (
+    TRAINING_FILE,
+    list_checkpoints,
+    parse_trained,
+    resolve_trained,
+    step_name,
+    write_checkpoint,
+)
 
 torch = pytest.importorskip("torch")
 

@@ -7,9 +7,18 @@ import torch
 
 from probes.errors import ConfigError
 from probes.training.schemes import InitScheme, apply_scheme, head_blocks
-from tests.training.cases import (D, FAMILIES, HEADS, LAYERS, attention_maps, copy_head_zero_by_hand, hand_heads,
-                                  max_head_gap, tiny_model, train_steps)
-
+from tests.training.cases import (
+    FAMILIES,
+    HEADS,
+    LAYERS,
+    D,
+    attention_maps,
+    copy_head_zero_by_hand,
+    hand_heads,
+    max_head_gap,
+    tiny_model,
+    train_steps,
+)
 
 
 def _schemed(family: str, text: str, seed: int = 0, **dropouts: float) -> torch.nn.Module:

@@ -15,7 +15,6 @@ from probes.training.schemes import InitScheme, apply_scheme
 from probes.training.symmetry import HeadSymmetry, attention_divergences, head_symmetry, param_distances
 from tests.tiny_models import build
 
-
 SENTENCES = ["the quick brown fox jumps over the lazy dog .", "a cat sat on the mat , and the dog barked at it .",
              "she did n't know"]
 

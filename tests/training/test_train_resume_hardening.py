@@ -263,8 +263,9 @@ def test_a_full_disk_in_the_trainers_state_is_one_write_error(tmp_path: Path, mo
                                                               capfd, raised):
     """What safetensors and torch really raise on a full disk (measured on a 600 KiB tmpfs): not OSErrors, so
     they were internal errors."""
-    import probes.training.checkpoints as checkpoints
     from transformers import Trainer
+
+    import probes.training.checkpoints as checkpoints
 
     def full(*args: Any, **kwargs: Any) -> None:
         raise raised()

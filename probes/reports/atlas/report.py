@@ -11,9 +11,9 @@ from typing import Any
 
 from probes.reports.atlas.table import ROLE_RULES
 from probes.reports.atlas.text import RULES, findings
-from probes.reports.writer import OutputFolder
 from probes.reports.escape import md_document, md_label, md_no_html, path_href
 from probes.reports.tables import markdown_table, md_heading, write_csv
+from probes.reports.writer import OutputFolder
 from probes.run_record import RunRecord
 
 __all__ = ["write_atlas", "atlas_markdown"]

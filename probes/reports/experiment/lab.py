@@ -87,8 +87,9 @@ def _step(value: int, last: int | None = None) -> tuple[str, Any]:
 
 def _columns(table: str) -> list[tuple[str, Callable[[Any], tuple[str, Any]]]]:
     """The printed columns of one lab table (layers 1-based)."""
-    text: Callable[[str], Callable[[Any], tuple[str, Any]]] = lambda name: (lambda r: (str(getattr(r, name)),
-                                                                                       str(getattr(r, name))))
+    def text(name: str) -> Callable[[Any], tuple[str, Any]]:
+        return lambda r: (str(getattr(r, name)), str(getattr(r, name)))
+
     layer = ("layer (1-based)", lambda r: (str(r.layer + 1), r.layer + 1))
     columns: dict[str, list[tuple[str, Callable[[Any], tuple[str, Any]]]]] = {
         "final_loss": [("cell", text("cell")), ("heads", lambda r: _cell("count", r.heads)), ("init", text("init")),

@@ -23,9 +23,9 @@ from probes.compare.inputs import depth
 from probes.compare.spread import STRUCTURE_RULE, structure_text
 from probes.compare.tests import VERDICT_RULE, verdict_of
 from probes.compare.types import Comparison, LayerProfile, Test
-from probes.importance.pruning import AREA_RULE, TOLERANCE_RULES
 from probes.errors import ConfigError
 from probes.heads.naming import INDEXING_NOTE
+from probes.importance.pruning import AREA_RULE, TOLERANCE_RULES
 
 __all__ = ["fmt", "QUESTIONS", "ANSWER_RULES", "TEST_KINDS", "answers", "verdict", "twin_groups", "footer", "limits",
            "trained_models", "random_models", "INDEXING_NOTE", "ALPHA"]

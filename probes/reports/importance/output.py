@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from probes.reports.escape import md_document, md_label, path_href
-from probes.reports.writer import OutputFolder
 from probes.reports.tables import md_cell, write_csv
+from probes.reports.writer import OutputFolder
 from probes.run_record import RunRecord
 
 __all__ = ["write_importance", "write_pruning", "importance_summary", "pruning_summary", "leaderboard_markdown"]
