@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
-import json
 import logging
 import os
 import socket
@@ -30,6 +29,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from probes.atomic_io import write_json_atomic
 from probes.errors import FolderLockedError, InputError, WriteError
 from probes.safe_read import inside_folder, load_json
 
@@ -177,12 +177,7 @@ class FolderLock:
         token = uuid.uuid4().hex
         content = {"pid": os.getpid(), "host": socket.gethostname(), "what": self.what, "token": token,
                    "since": datetime.datetime.now().astimezone().isoformat(timespec="seconds")}
-        tmp = self.path.with_name(f"{LOCK_NAME}.{os.getpid()}-{threading.get_ident()}.tmp")
-        try:
-            tmp.write_text(json.dumps(content, sort_keys=True) + "\n", encoding="utf-8")
-            os.replace(tmp, self.path)
-        finally:
-            tmp.unlink(missing_ok=True)
+        write_json_atomic(self.path, content, sort_keys=True)
         return token
 
     def release(self) -> None:

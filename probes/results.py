@@ -38,6 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from probes import errors
+from probes.atomic_io import atomic_file
 from probes.errors import FormatError, InputError
 from probes.result_checks import value_problems
 from probes.run_record import RunRecord
@@ -379,9 +380,8 @@ def _savez(path: Path, arrays: dict[str, np.ndarray]) -> None:
 
 def _replace(target: Path, write: Any) -> None:
     """Write through a temporary file, then rename: a crash never leaves half a file."""
-    tmp = target.with_name(target.name + ".tmp")
-    write(tmp)
-    os.replace(tmp, target)
+    with atomic_file(target) as tmp:
+        write(tmp)
 
 
 # --- reading -------------------------------------------------------------------------------

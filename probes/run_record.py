@@ -13,7 +13,6 @@ written exactly as the plain dictionaries they replace were.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from probes.atomic_io import write_json_atomic
 from probes.errors import FormatError, InputError
 from probes.safe_read import inside_folder, load_json
 
@@ -209,10 +209,7 @@ class RunRecord:
         """Write the record as JSON to ``path`` (a folder: its ``run.json``), whole or not at all."""
         target = Path(path)
         target = target / RUN_FILE if target.is_dir() else target
-        tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-        tmp.write_text(json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        os.replace(tmp, target)
-        return target
+        return write_json_atomic(target, self.to_dict(), indent=2, ensure_ascii=False)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> RunRecord:

@@ -24,9 +24,6 @@ import json
 import os
 import re
 import shutil
-import socket
-import tempfile
-import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable
@@ -34,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from probes.atomic_io import atomic_folder, host_tag, parse_temporary, write_json_atomic
 from probes.errors import ConfigError, InputError, ProbesError, WriteError
 from probes.extraction.gguf_checks import check_model
 from probes.extraction.gguf_header import GGUFError, GGUFHeader, read_gguf_header
@@ -66,10 +64,10 @@ _FLOAT_TYPES = ("F32", "F16", "BF16", "F64")
 _INSTALL = "pip install gguf accelerate"
 #: The folder of probes' own code: a failure raised there during a conversion is a bug, not the file's fault.
 _PACKAGE = Path(__file__).resolve().parents[1]
-#: What marks a temporary name in the cache, followed by ``<host hash>-<pid>-``.
-_TMP_MARK = ".converting-"
+#: Temporary names in the cache are :mod:`probes.atomic_io`'s (``.NAME.tmp-HOST-PID-N``); earlier versions marked
+#: theirs ``.converting-<host hash>-<pid>-``, still removed when their process is gone.
 _TMP_NAME = re.compile(r"\.converting-([0-9a-f]{8})-(\d+)-")
-#: Temporary names of earlier versions, which carry no host: removed once untouched for a day.
+#: Temporary names of still earlier versions, which carry no host: removed once untouched for a day.
 _LEGACY_TMP = re.compile(r"\.[0-9a-f]{16}-[a-z0-9_]{8}|\..+\.json\.tmp-\d+")
 _LEGACY_AGE_S = 24 * 3600
 
@@ -267,12 +265,15 @@ def gguf_model_folder(gguf_file: str | Path, *, cache: str | Path | None = None,
 
 def _tmp_tag() -> str:
     """``<host hash>-<pid>``: what names this process's temporary files in the cache."""
-    return f"{hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]}-{os.getpid()}"
+    return f"{host_tag()}-{os.getpid()}"
 
 
 def _stale(entry: Path) -> bool:
     """Whether ``entry`` is a temporary left by a conversion that died: its process, on this host, is gone (or,
     named by an earlier version without its process, it is untouched for a day)."""
+    temporary = parse_temporary(entry.name)
+    if temporary is not None:
+        return temporary.host == host_tag() and not pid_alive(temporary.pid)
     marked = _TMP_NAME.search(entry.name)
     if marked is not None:
         host, pid = _tmp_tag().split("-")[0], int(marked[2])
@@ -304,14 +305,7 @@ def remove_stale_temporaries(root: Path) -> list[Path]:
 
 
 def _write_pointer(pointer: Path, digest: str, source: Path) -> None:
-    tmp = pointer.with_name(f".{pointer.name}{_TMP_MARK}{_tmp_tag()}-{threading.get_ident()}")
-    try:
-        pointer.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps({"source": str(source), "sha256": digest}) + "\n", encoding="utf-8")
-        os.replace(tmp, pointer)
-    except OSError as err:
-        tmp.unlink(missing_ok=True)
-        raise WriteError.from_oserror(err, pointer) from None
+    write_json_atomic(pointer, {"source": str(source), "sha256": digest})
 
 
 def _write_folder(source: Path, info: GGUFInfo, digest: str, folder: Path, convert: Converter) -> None:
@@ -320,13 +314,8 @@ def _write_folder(source: Path, info: GGUFInfo, digest: str, folder: Path, conve
     import transformers
 
     remove_stale_temporaries(folder.parent)
-    try:
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}{_TMP_MARK}{_tmp_tag()}-", dir=folder.parent))
-    except OSError as err:
-        raise WriteError.from_oserror(err, folder.parent) from None
-    try:
-        tmp.chmod(0o755)  # readable by all like any cache folder (mkdtemp makes it private)
+    # a stale or partial folder from another version is replaced whole; one another process wrote first is kept
+    with atomic_folder(folder, replace=True, keep_existing=lambda f: _read_json(f / SOURCE_FILE) is not None) as tmp:
         convert(source, tmp)
         written = {"source": str(source), "size": source.stat().st_size, "sha256": digest,
                    "architecture": info.architecture, "name": info.name, "quantisation": info.quantisation,
@@ -335,15 +324,6 @@ def _write_folder(source: Path, info: GGUFInfo, digest: str, folder: Path, conve
                    "converted_by": f"transformers {transformers.__version__} (from_pretrained with gguf_file, "
                                    "then save_pretrained)"}
         (tmp / SOURCE_FILE).write_text(json.dumps(written, indent=2) + "\n", encoding="utf-8")
-        if folder.exists():  # a stale or partial folder from another version: replace it whole
-            shutil.rmtree(folder, ignore_errors=True)
-        try:
-            os.replace(tmp, folder)
-        except OSError:  # another process wrote it first: keep theirs
-            if _read_json(folder / SOURCE_FILE) is None:
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def convert_gguf(source: Path, target: Path) -> None:

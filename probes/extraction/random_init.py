@@ -33,15 +33,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import re
-import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from probes.atomic_io import atomic_folder
 from probes.errors import ConfigError, ProbesError
 from probes.extraction.model_folder import check_model_folder
 from probes.extraction.weight_files import check_weight_files, pickles_refused
@@ -223,9 +221,8 @@ def random_init_folder(spec: str, base_path: str, load_tokenizer: Callable[[str]
     folder = (Path(cache) if cache is not None else _cache_root()) / name
     if (folder / "random_init.json").is_file():
         return str(folder)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
-    try:
+    # another process that wrote it first: keep theirs
+    with atomic_folder(folder, keep_existing=lambda f: (f / "random_init.json").is_file()) as tmp:
         made: dict[str, Any] = {"base": base, "base_path": str(base_path), "seed": seed,
                                 "config_sha256_12": digest, "rule": RULE}
         tokenizer = load_tokenizer(base_path)
@@ -234,13 +231,6 @@ def random_init_folder(spec: str, base_path: str, load_tokenizer: Callable[[str]
             made["query_key"] = _sharpen(model, tokenizer, option, data_path, base_path, spec)
         save_model_folder(tmp, model, tokenizer)
         (tmp / "random_init.json").write_text(json.dumps(made, indent=2) + "\n", encoding="utf-8")
-        try:
-            os.replace(tmp, folder)
-        except OSError:  # another process wrote it first: keep theirs
-            if not (folder / "random_init.json").is_file():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return str(folder)
 
 

@@ -45,7 +45,6 @@ import json
 import logging
 import os
 import sys
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from probes.atomic_io import atomic_open, is_temporary
 from probes.checksum import file_sha256
 from probes.corpora.types import Sentence
 from probes.errors import InputError, StoreError, WriteError
@@ -93,18 +93,9 @@ def _write_atomic(path: Path, write: Callable[[Any], None], mode: str = "w") -> 
     Raises:
         WriteError: the disk is full or the folder cannot be written (the temporary file is removed).
     """
-    # one temporary name per process and thread: ranks (or threads) may write the same file at once
-    tmp = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
-    try:
-        with tmp.open(mode, **({} if "b" in mode else {"encoding": "utf-8"})) as handle:
-            write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise WriteError.from_oserror(exc, path) from exc
-    finally:
-        tmp.unlink(missing_ok=True)
+    # one temporary name per write (process and counter): ranks (or threads) may write the same file at once
+    with atomic_open(path, mode, fsync=True) as handle:
+        write(handle)
 
 
 class _Stream:
@@ -435,7 +426,14 @@ def _write_shard(extractor: AttentionExtractor, root: Path, number: int, chunk: 
 
 
 def _remove_stale(root: Path, n_shards: int) -> None:
-    """Drop temp files and shards past the end (left by a run over a longer corpus)."""
+    """Drop temp files (:mod:`probes.atomic_io`'s ``.shard-*.tmp-HOST-PID-N``; ``shard-*.tmp`` of earlier versions)
+    and shards past the end (left by a run over a longer corpus)."""
+    for path in root.glob(".shard-*"):
+        if is_temporary(path.name) and not path.is_dir():
+            try:
+                path.unlink()
+            except OSError as exc:
+                raise WriteError.from_oserror(exc, path) from exc
     for path in root.glob("shard-*"):
         number = path.name.split(".", 1)[0].removeprefix("shard-")
         if not number.isdigit() and not path.name.endswith(".tmp"):

@@ -1,6 +1,7 @@
 """Every output file appears whole or not at all: written to a temporary name, then renamed into place.
 
-``with atomic_path(path) as tmp:`` gives a temporary path in the same folder (``.NAME.tmp-PID-N``) to
+``with atomic_path(path) as tmp:`` gives a temporary path in the same folder (``.NAME.tmp-HOST-PID-N``, made by
+:mod:`probes.atomic_io`, the one implementation of the atomic write) to
 write to; when the block ends the file is renamed to ``path`` (``os.replace``: atomic on one file system),
 so a run stopped at any moment (Ctrl-C, ``kill -9``, a full disk) never leaves a half-written file under
 its final name. On an error the temporary file is removed, and an ``OSError`` (disk full, permission
@@ -14,28 +15,27 @@ anything is written, whichever writer made its path.
 from __future__ import annotations
 
 import contextlib
-import itertools
-import os
 import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from probes.errors import ConfigError, WriteError
+from probes import atomic_io
+from probes.errors import ConfigError
 
 __all__ = ["atomic_path", "atomic_open", "write_text", "output_root", "is_temporary", "remove_temporary"]
 
-_COUNTER = itertools.count()
 _ROOTS: dict[Path, int] = {}
 _ROOTS_GUARD = threading.Lock()
-#: Temporary names this module (``.NAME.tmp-PID-N``), results (``NAME.tmp``) and locks (``.probes.lock.*.tmp``) use.
-_TEMPORARY = re.compile(r"^\..+\.tmp-\d+-\d+$|^(result\.json|arrays\.npz)\.tmp$|^\.probes\.lock\..+\.tmp$")
+#: Temporary names of earlier versions (``.NAME.tmp-PID-N``, results' ``NAME.tmp``, locks' ``.probes.lock.*.tmp``),
+#: still removed when a stopped run of such a version left them.
+_LEGACY = re.compile(r"^\..+\.tmp-\d+-\d+$|^(result\.json|arrays\.npz)\.tmp$|^\.probes\.lock\..+\.tmp$")
 
 
 def is_temporary(name: str) -> bool:
     """Whether ``name`` is the temporary name of a file being written (left behind by a stopped run)."""
-    return bool(_TEMPORARY.match(name))
+    return atomic_io.is_temporary(name) or bool(_LEGACY.match(name))
 
 
 def remove_temporary(folder: str | Path) -> list[Path]:
@@ -86,25 +86,8 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     """
     path = Path(path)
     _check_inside(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{next(_COUNTER)}")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_io.atomic_file(path) as tmp:
         yield tmp
-        os.replace(tmp, path)
-    except WriteError:
-        _unlink(tmp)
-        raise
-    except OSError as exc:
-        _unlink(tmp)
-        raise WriteError.from_oserror(exc, path) from exc
-    except BaseException:
-        _unlink(tmp)
-        raise
-
-
-def _unlink(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        path.unlink()
 
 
 @contextlib.contextmanager

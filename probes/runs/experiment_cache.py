@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from probes.atomic_io import atomic_folder
 from probes.errors import InputError
 from probes.safe_read import inside_folder, load_json
 
@@ -94,20 +93,13 @@ class UnitStore:
              seconds: float, *, report: bool = False) -> SavedUnit:
         """Write a unit atomically: into a temporary folder beside it, then renamed over any stale one."""
         folder = self.folder(analysis, model, data)
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
-        try:
+        with atomic_folder(folder, replace=True) as tmp:
             result.save(tmp / "result")
             if report and hasattr(result, "write"):
                 result.write(tmp / "report")
             entry = {"key": key, "analysis": analysis, "model": model, "data": data, "inputs": _plain(inputs),
                       "seconds": round(seconds, 3), "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
             (tmp / UNIT_FILE).write_text(json.dumps(entry, indent=2) + "\n", encoding="utf-8")
-            if folder.exists():
-                shutil.rmtree(folder)
-            os.replace(tmp, folder)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
         return SavedUnit(self.relative(folder), key, entry, False)
 
     def clean(self) -> int:

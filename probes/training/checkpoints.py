@@ -2,7 +2,7 @@
 
 Each checkpoint holds ``config.json``, the tokenizer's files, ``model.safetensors`` and ``training.json`` (scheme,
 seeds, step, tokens seen, train and held-out loss, data sha256s, the whole config). It is written into a temporary
-folder beside its place (``.step-NNNNNN.tmp-PID-N``) and renamed into place, so a checkpoint folder is complete or
+folder beside its place (``.step-NNNNNN.tmp-HOST-PID-N``, :func:`probes.atomic_io.atomic_folder`) and renamed into place, so a checkpoint folder is complete or
 absent: a run killed while writing one leaves at most that hidden folder, which the next run removes
 (:func:`probes.training.runfolder.remove_stale`). A write that fails (a full disk, a read-only folder) is one
 :class:`~probes.errors.WriteError` naming the folder, whichever library raised it (:func:`write_failure`).
@@ -16,15 +16,14 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import itertools
 import json
 import os
 import re
-import shutil
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from probes.atomic_io import atomic_folder
 from probes.errors import ConfigError, InputError, WriteError
 
 __all__ = ["CHECKPOINTS_DIR", "TRAINING_FILE", "TRAINED_PREFIX", "step_name", "list_checkpoints", "last_checkpoint",
@@ -39,7 +38,6 @@ TRAINING_FILE = "training.json"
 TRAINED_PREFIX = "trained:"
 _STEP = re.compile(r"^step-(\d{6,})$")
 _SPEC = re.compile(r"^trained:(?P<run>.+?)(?:@(?P<step>[^@/]*))?$")
-_COUNTER = itertools.count()
 #: How libraries word an operating system's write error: Rust's ``io::Error`` (safetensors, tokenizers).
 _OS_ERROR = re.compile(r"\(os error (\d+)\)")
 #: How torch's file writer says a write failed (it gives no errno): ``torch.save`` into a full disk.
@@ -187,17 +185,8 @@ def write_checkpoint(run: str | Path, step: int, model: Any, tokenizer: Any, tra
         WriteError: the disk is full, or the folder cannot be written (the checkpoint is then absent).
     """
     folder = Path(run) / CHECKPOINTS_DIR / step_name(step)
-    tmp = folder.with_name(f".{folder.name}.tmp-{os.getpid()}-{next(_COUNTER)}")
-    try:
-        with writing(folder):
-            folder.parent.mkdir(parents=True, exist_ok=True)
-            tmp.mkdir()
-            _save(tmp, model, tokenizer, training)
-            if folder.exists():
-                shutil.rmtree(folder)
-            os.replace(tmp, folder)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    with writing(folder), atomic_folder(folder, replace=True) as tmp:
+        _save(tmp, model, tokenizer, training)
     return folder
 
 

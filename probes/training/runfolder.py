@@ -6,8 +6,9 @@ resumes it. :func:`read_run` reads that record back (a ``training.json`` that is
 touched); :func:`run_differences` says which option differs between it and a new config.
 
 A run stopped at any moment (Ctrl-C, ``kill -9``, a full disk) can leave temporary names behind:
-``checkpoints/.step-NNNNNN.tmp-PID-N/`` (a checkpoint being written; ``.step-NNNNNN-XXXXXXXX/`` from earlier
-versions), ``.training.json.tmp-PID-N``, ``.tokenizer.tmp-PID-N/``, and a ``resume/checkpoint-N/`` whose
+``checkpoints/.step-NNNNNN.tmp-HOST-PID-N/`` (a checkpoint being written, :mod:`probes.atomic_io`'s names;
+``.step-NNNNNN.tmp-PID-N/`` and ``.step-NNNNNN-XXXXXXXX/`` from earlier versions), ``.training.json.tmp-HOST-PID-N``,
+``.tokenizer.tmp-HOST-PID-N/`` (``.NAME.tmp-PID-N`` before), and a ``resume/checkpoint-N/`` whose
 ``trainer_state.json`` (the ``Trainer`` writes it last) is missing or cut short. :func:`remove_stale` removes
 exactly those before a run resumes; :func:`remove_run` removes everything a run wrote (``--overwrite``: start
 over), and nothing else. No torch import.
@@ -41,7 +42,8 @@ RESUME_DIR = "resume"
 #: The file the ``Trainer`` writes last into a resume state.
 TRAINER_STATE = "trainer_state.json"
 _STEP = re.compile(r"^step-\d{6,}$")
-#: A checkpoint being written: ``.step-NNNNNN.tmp-PID-N`` (now), ``.step-NNNNNN-XXXXXXXX`` (``mkdtemp``, before).
+#: A checkpoint being written by an earlier version: ``.step-NNNNNN.tmp-PID-N``, ``.step-NNNNNN-XXXXXXXX`` (``mkdtemp``);
+#: today's names are :mod:`probes.atomic_io`'s (:func:`_is_temporary_of`).
 _STEP_TMP = re.compile(r"^\.step-\d{6,}(\.tmp-\d+-\d+|-[A-Za-z0-9_]{8})$")
 _TOP_TMP = re.compile(rf"^\.({re.escape(RUN_FILE)}|{TOKENIZER_DIR})\.tmp-\d+-\d+$")
 _RESUME = re.compile(r"^checkpoint-(\d+)$")
@@ -116,17 +118,27 @@ def _remove(path: Path) -> None:
         raise WriteError.from_oserror(exc, exc.filename or path) from exc
 
 
-def _children(folder: Path, pattern: re.Pattern[str]) -> list[Path]:
-    """The entries of ``folder`` whose names match ``pattern`` (none when it is no folder)."""
+def _children(folder: Path, pattern: re.Pattern[str], temporary_of: re.Pattern[str] | None = None) -> list[Path]:
+    """The entries of ``folder`` whose names match ``pattern``, or are :mod:`probes.atomic_io` temporary names of a
+    name matching ``temporary_of`` (none when it is no folder)."""
+    from probes.atomic_io import parse_temporary
+
+    def wanted(name: str) -> bool:
+        if pattern.match(name):
+            return True
+        temporary = parse_temporary(name)
+        return temporary_of is not None and temporary is not None and bool(temporary_of.match(temporary.target))
+
     if not folder.is_dir() or folder.is_symlink():
         return []
-    return sorted(p for p in folder.iterdir() if pattern.match(p.name))
+    return sorted(p for p in folder.iterdir() if wanted(p.name))
 
 
 def remove_stale(out: str | Path) -> list[Path]:
     """Remove what a stopped run left half-written in ``out`` (see the module); the paths removed."""
     out = Path(out)
-    stale = [*_children(out / CHECKPOINTS_DIR, _STEP_TMP), *_children(out, _TOP_TMP)]
+    stale = [*_children(out / CHECKPOINTS_DIR, _STEP_TMP, _STEP),
+             *_children(out, _TOP_TMP, re.compile(rf"^({re.escape(RUN_FILE)}|{TOKENIZER_DIR})$"))]
     stale += [p for p in _children(out / RESUME_DIR, _RESUME) if not _trainer_state_ok(p)]
     for path in stale:
         _remove(path)

@@ -27,7 +27,6 @@ on CPU the resumed run ends byte-identical to one that never stopped. A failed w
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import time
 from collections.abc import Sequence
@@ -321,18 +320,12 @@ def _keep_record(out: Path, data: _Data, previous: dict[str, Any] | None) -> Non
 
 
 def _whole(path: Path, write: Any) -> None:
-    """``write(tmp)`` to ``.NAME.tmp-PID-0`` beside ``path`` (a file or a folder), then renamed to ``path``; a
-    failed write is one WriteError naming ``path`` and leaves nothing behind."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-0")
-    try:
-        with writing(path):
-            write(tmp)
-            os.replace(tmp, path)
-    finally:
-        if tmp.is_dir() and not tmp.is_symlink():
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            tmp.unlink(missing_ok=True)
+    """``write(tmp)`` to a temporary name beside ``path`` (a file or a folder; :func:`probes.atomic_io.atomic_file`),
+    then renamed to ``path``; a failed write is one WriteError naming ``path`` and leaves nothing behind."""
+    from probes.atomic_io import atomic_file
+
+    with writing(path), atomic_file(path) as tmp:
+        write(tmp)
 
 
 def _fit(config: TrainConfig, out: Path, data: _Data, progress: bool, callbacks: Sequence[Any],

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from probes.atomic_io import host_tag, is_temporary
 from probes.errors import ConfigError, FormatError, InputError
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("gguf") is None,
@@ -431,7 +432,7 @@ def test_a_failed_conversion_leaves_no_temporary_folder(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     with pytest.raises(ValueError, match="disk trouble"):
         gguf_model_folder(write(tmp_path, gguf_bytes()), cache=cache, convert=failing)
-    assert seen and seen[0].parent == cache and ".converting-" in seen[0].name
+    assert seen and seen[0].parent == cache and is_temporary(seen[0].name)
     assert not seen[0].exists() and [p.name for p in cache.iterdir()] == []
 
 
@@ -445,6 +446,7 @@ def test_temporaries_of_killed_conversions_are_removed_by_the_next_and_live_ones
     from probes.extraction.gguf import _tmp_tag, gguf_model_folder
 
     host = _tmp_tag().split("-")[0]
+    assert host == host_tag()
     cache = tmp_path / "cache"
     (cache / "by-path").mkdir(parents=True)
     dead = cache / f".{'a' * 16}.converting-{host}-{_dead_pid()}-x1y2z3"
@@ -452,7 +454,15 @@ def test_temporaries_of_killed_conversions_are_removed_by_the_next_and_live_ones
     elsewhere = cache / f".{'c' * 16}.converting-{'0' * 8 if host != '0' * 8 else '1' * 8}-{_dead_pid()}-x1y2z3"
     old, recent = cache / f".{'d' * 16}-abcd_123", cache / f".{'e' * 16}-abcd_123"  # earlier versions' names
     pointer = cache / "by-path" / f".{'f' * 24}.json.converting-{host}-{_dead_pid()}-7"
-    for folder in (dead, live, elsewhere, old, recent):
+    # today's probes.atomic_io names: the same rule (this host, process gone)
+    other = "0" * 8 if host != "0" * 8 else "1" * 8
+    dead_now = cache / f".{'1' * 16}.tmp-{host}-{_dead_pid()}-0"
+    live_now = cache / f".{'2' * 16}.tmp-{host}-{os.getpid()}-0"
+    elsewhere_now = cache / f".{'3' * 16}.tmp-{other}-{_dead_pid()}-0"
+    pointer_now = cache / "by-path" / f".{'4' * 24}.json.tmp-{host}-{_dead_pid()}-3"
+    assert all(is_temporary(p.name) for p in (dead_now, live_now, elsewhere_now, pointer_now))
+    pointer_now.write_text("{}", encoding="utf-8")
+    for folder in (dead, live, elsewhere, old, recent, dead_now, live_now, elsewhere_now):
         folder.mkdir()
         (folder / "config.json").write_text("{}", encoding="utf-8")
     pointer.write_text("{}", encoding="utf-8")
@@ -465,7 +475,7 @@ def test_temporaries_of_killed_conversions_are_removed_by_the_next_and_live_ones
     folder = gguf_model_folder(write(tmp_path, gguf_bytes()), cache=cache, convert=convert)
     assert (folder / "gguf_source.json").is_file()
     left = {p.name for p in cache.iterdir()} | {p.name for p in (cache / "by-path").iterdir() if p.name[0] == "."}
-    assert left == {folder.name, "by-path", live.name, elsewhere.name, recent.name}
+    assert left == {folder.name, "by-path", live.name, elsewhere.name, recent.name, live_now.name, elsewhere_now.name}
 
 
 # -- the real file and a fuzz of the crafted one ----------------------------------------------------------------------

@@ -352,7 +352,9 @@ def _convert(case: Case) -> Any:
 
     cache = case.root / "cache"
     result = check(lambda: gguf_model_folder(case.input / FILE, cache=cache), case, seconds=30)
-    left = sorted(p.name for p in cache.rglob("*") if ".converting-" in p.name)
+    from probes.atomic_io import is_temporary
+
+    left = sorted(p.name for p in cache.rglob("*") if is_temporary(p.name) or ".converting-" in p.name)
     assert not left, f"a conversion left temporary folders: {left}"
     if isinstance(result, Path):
         assert result.is_dir() and (result / "config.json").is_file()

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from probes import atomic_io
 from probes.errors import WriteError
-from probes.reports import atomic
 from probes.reports.atomic import atomic_open, is_temporary
 from probes.reports.writer import OutputFolder, write_output
 
@@ -93,7 +93,7 @@ def test_a_full_disk_in_a_csv_table_is_a_write_error(tmp_path, monkeypatch):
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(atomic.os, "replace", full)
+    monkeypatch.setattr(atomic_io.os, "replace", full)  # the one atomic write (probes.atomic_io)
     with pytest.raises(WriteError, match="disk is full") as caught:
         write_csv([{"a": 1}], tmp_path / "t.csv")
     assert caught.value.path == str(tmp_path / "t.csv")

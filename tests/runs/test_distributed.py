@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 import probes.corpora
+from probes.atomic_io import is_temporary
 from probes.cli import main
 from probes.results import equal
 from probes.world import World
@@ -282,6 +283,6 @@ def test_torchrun_train_is_data_parallel(launch: Launch, tmp_path: Path, capsys:
     assert any(not (first[k] == trained[k]).all() for k in first)  # it trained
     run = json.loads((out / "run.json").read_text())
     assert run["world"]["world_size"] == 2 and run["symmetry"]["steps"] == [0, 1, 2, 4, 6]
-    assert not (out / "resume").exists() and not list(out.glob(".*.tmp"))
+    assert not (out / "resume").exists() and not [p for p in out.rglob(".*") if is_temporary(p.name)]
     code = main([*TRAIN, "--steps", "8", "--out", str(out)])  # one process cannot resume a run of two
     assert code == 1 and "processes: 2 -> 1" in capsys.readouterr().err

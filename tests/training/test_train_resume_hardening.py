@@ -95,14 +95,20 @@ def test_stale_temporaries_are_removed_before_the_run_resumes(tmp_path: Path, mo
     with monkeypatch.context() as patch:
         _fail_at(patch, 3, RuntimeError("stop"))
         assert _train(out) == 1
-    # what runs killed at the wrong moment leave: a checkpoint being written (today's name and mkdtemp's before),
-    # the record and the tokenizer being written, a Trainer state whose trainer_state.json was cut short
-    stale = [out / "checkpoints" / ".step-000004.tmp-4242-0", out / "checkpoints" / ".step-000004-k3x_9qzA",
+    # what runs killed at the wrong moment leave: a checkpoint being written (today's probes.atomic_io name, and the
+    # names of earlier versions), the record and the tokenizer being written, a Trainer state whose
+    # trainer_state.json was cut short
+    from probes.atomic_io import temporary_path
+
+    stale = [temporary_path(out / "checkpoints" / "step-000004"), out / "checkpoints" / ".step-000004.tmp-4242-0",
+             out / "checkpoints" / ".step-000004-k3x_9qzA", temporary_path(out / "tokenizer"),
              out / ".tokenizer.tmp-4242-0", out / "resume" / "checkpoint-3"]
     for folder in stale:
         folder.mkdir()
         (folder / "model.safetensors").write_bytes(b"half")
     (out / ".training.json.tmp-4242-7").write_text("{", encoding="utf-8")
+    record_tmp = temporary_path(out / "training.json")
+    record_tmp.write_text("{", encoding="utf-8")
     (out / "resume" / "checkpoint-3" / "trainer_state.json").write_text('{"global_st', encoding="utf-8")
     kept = out / "checkpoints" / "notes-step-000004"  # not a temporary name of the run: left alone
     kept.mkdir()
@@ -110,7 +116,7 @@ def test_stale_temporaries_are_removed_before_the_run_resumes(tmp_path: Path, mo
     assert _train(out) == 0
     captured = capfd.readouterr()
     assert "resumed from step 2" in captured.out, captured.err
-    assert not any(p.exists() for p in [*stale, out / ".training.json.tmp-4242-7"])
+    assert not any(p.exists() for p in [*stale, out / ".training.json.tmp-4242-7", record_tmp])
     assert kept.is_dir()
     assert _weights(out) == reference
 
@@ -152,6 +158,9 @@ def test_a_run_killed_while_writing_a_checkpoint_resumes_with_the_same_command(t
     assert [p.name for p in left if not p.name.startswith(".")] == ["step-000000", "step-000001", "step-000002"]
     hidden = [p for p in left if p.name.startswith(".")]
     assert len(hidden) == 1 and hidden[0].name.startswith(".step-000004.tmp-")  # the killed write's folder
+    from probes.atomic_io import parse_temporary
+
+    assert parse_temporary(hidden[0].name).target == "step-000004"
     assert (hidden[0] / "model.safetensors").is_file()
     assert main([*args, "--out", str(out)]) == 0
     captured = capfd.readouterr()
