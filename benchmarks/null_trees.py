@@ -47,12 +47,10 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args(argv)
 
-    from probes.extraction.loading import resolve_model
     from probes.runs.inputs import load_extractor, read_sentences
 
     sentences = [s for spec in args.treebank for s in read_sentences(spec, args.limit)[1]]
-    extractor = load_extractor(resolve_model(args.model), batch_size=32, device=args.device, progress=False,
-                               on_long="skip")
+    extractor = load_extractor(args.model, batch_size=32, device=args.device, progress=False, on_long="skip")
     t0 = time.perf_counter()
     pairs = list(extractor.iter_attention(sentences))
     extraction_s = time.perf_counter() - t0

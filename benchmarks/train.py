@@ -94,7 +94,7 @@ def probes_child(config: Any) -> dict[str, Any]:
     loop = timer.end - timer.begin
     return {"train_s": run.seconds, "loop_s": loop - timer.saving, "saving_s": timer.saving,
             "setup_s": run.seconds - loop, "saves": timer.saves, "wall_s": wall, "steps": run.last_step,
-            "final_loss": last.get("train_loss")}
+            "final_loss": last.train_loss}
 
 
 def bare_child(config: Any) -> dict[str, Any]:

@@ -36,7 +36,7 @@ from probes.safe_read import inside_folder, load_json
 try:  # POSIX; elsewhere the check-and-write is not guarded against an exact tie
     import fcntl
 except ImportError:  # pragma: no cover
-    fcntl = None  # type: ignore[assignment]
+    fcntl = None  # type: ignore[assignment]  # None marks a platform without the module (checked before use)
 
 __all__ = ["FolderLock", "LOCK_NAME", "pid_alive"]
 

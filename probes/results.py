@@ -23,7 +23,6 @@ arrays keep dtype, shape and every bit. Any reader of JSON and ``.npy`` can open
 from __future__ import annotations
 
 import dataclasses
-import html
 import importlib
 import json
 import os
@@ -37,7 +36,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from probes import errors
+from probes import errors, reprs
 from probes.atomic_io import atomic_file
 from probes.errors import FormatError, InputError
 from probes.result_checks import value_problems
@@ -150,9 +149,13 @@ class Result:
     _shapes: Mapping[str, str] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Register every Result subclass under its saved name (the allow-list :func:`load` reads)."""
+        """Register every Result subclass under its saved name (the allow-list :func:`load` reads), and give it
+        Result's short repr: the dataclass decorator, applied after this, adds its field-by-field ``__repr__`` only
+        to a class that defines none (a subclass that writes its own keeps it)."""
         super().__init_subclass__(**kwargs)
         saveable(cls)
+        if "__repr__" not in cls.__dict__:
+            cls.__repr__ = Result.__repr__  # type: ignore[method-assign]  # the short view, before @dataclass runs
 
     def __post_init__(self) -> None:
         """A ``record`` field given as a mapping (as ``result.json`` holds it) becomes a :class:`RunRecord`."""
@@ -205,25 +208,23 @@ class Result:
         row = {f.name: value for f, value in _field_values(self) if _is_scalar(value)}
         return pandas.DataFrame([row])
 
+    def __repr__(self) -> str:
+        """A few lines for a REPL: the class, layers x heads, the run record (command, model, data), each field in a
+        few characters, and the methods that show more (:mod:`probes.reprs`)."""
+        return reprs.result_text(self)
+
     def _repr_html_(self) -> str:
-        """Notebook view: the :meth:`to_pandas` table (a short text without pandas)."""
-        title = f"<p><b>{html.escape(type(self).__name__)}</b></p>"
+        """Notebook view: the same facts, then the head of the :meth:`to_pandas` table (escaped; a short text of
+        the fields without pandas)."""
         try:
             require_pandas()
         except ImportError:
-            return title + f"<pre>{html.escape(self._summary())}</pre>"
-        return title + self.to_pandas()._repr_html_()
+            return reprs.result_html(self, None, self._summary())
+        return reprs.result_html(self, self.to_pandas(), self._summary())
 
     def _summary(self) -> str:
-        """One line per field: arrays by dtype and shape, other values by a short repr."""
-        lines = []
-        for f, value in _field_values(self):
-            if isinstance(value, np.ndarray):
-                lines.append(f"{f.name}: {value.dtype} array of shape {value.shape}")
-            else:
-                text = repr(value)
-                lines.append(f"{f.name}: {text if len(text) <= 80 else text[:77] + '...'}")
-        return "\n".join(lines)
+        """One line per field: arrays by dtype and shape, other values in a few characters."""
+        return "\n".join(f"{f.name}: {reprs.described(value)}" for f, value in _field_values(self))
 
 
 def load(path: str | os.PathLike[str]) -> Result:
@@ -243,7 +244,7 @@ def load(path: str | os.PathLike[str]) -> Result:
     inside_folder(folder, ARRAYS_FILE, what="file")  # a link leading out of the folder is not followed
     try:
         with NpzArchive(arrays_path, what=ARRAYS_FILE) as npz:  # every array's size checked before it is read
-            return _build(cls, doc["fields"], _Decoder(npz, folder), "")  # type: ignore[return-value]
+            return _build(cls, doc["fields"], _Decoder(npz, folder), "")
     except OSError as exc:
         raise InputError(f"cannot read {ARRAYS_FILE}: {exc}", path=folder) from exc
 

@@ -3,16 +3,20 @@
 Every command writes one as ``run.json`` and every result keeps its own (``result.record``). The parts that
 every command shares are typed fields (:class:`RunRecord`: ``command``, ``invocation`` with the git
 ``commit``, ``versions``, ``options``, ``data``, ``inputs``, ``world``, ``timings``); what one command adds
-(the leaderboard's ``selection`` and ``counts``, the experiment's ``units`` ...) is read with
-:meth:`RunRecord.detail`. The builders live in :mod:`probes.runs.record`; this module is the only one that
-reads a record by key, so a field renamed here is renamed everywhere.
+(the leaderboard's ``selection`` and ``halves``, the experiment's ``units`` ...) is its ``details``, a
+:class:`~probes.run_details.RunDetails` read by attribute (``record.details.leaderboard.halves``). The builders
+live in :mod:`probes.runs.record`; this module and :mod:`probes.run_details` are the only ones that know the
+keys of ``run.json``, so a field renamed there is renamed everywhere.
 
-A record keeps the order its fields were given in, so ``run.json`` and a saved result's ``result.json`` are
-written exactly as the plain dictionaries they replace were.
+A record keeps the order its fields were given in, and every field it does not name, so ``run.json`` and a
+saved result's ``result.json`` are written exactly as the plain dictionaries they replace were, and a
+``run.json`` of another version is written back as it was read. :meth:`RunRecord.save` is the one writer of
+``run.json``.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -22,9 +26,10 @@ from typing import Any
 
 from probes.atomic_io import write_json_atomic
 from probes.errors import FormatError, InputError
+from probes.run_details import ExtractorInfo, RunDetails, RunOptions, RunTimings, Selection, plain, shown
 from probes.safe_read import inside_folder, load_json
 
-__all__ = ["RunRecord", "Invocation", "Commit", "RUN_FILE"]
+__all__ = ["RunRecord", "Invocation", "Commit", "RUN_FILE", "read_run_json", "json_ready"]
 
 #: The file a run's record is written to, in its output folder.
 RUN_FILE = "run.json"
@@ -71,6 +76,8 @@ class Invocation:
 
 #: The typed fields of a record, by their key in ``run.json``.
 _TYPED = ("command", "invocation", "versions", "options", "data", "inputs", "world", "timings")
+#: The typed fields that hold a mapping (``null`` in ``run.json`` is kept as it was given).
+_MAPPINGS = ("versions", "options", "inputs", "timings")
 
 
 @dataclass(frozen=True)
@@ -86,20 +93,27 @@ class RunRecord:
     command: str | None = None
     invocation: Invocation | None = None
     versions: Mapping[str, str] = field(default_factory=dict)
-    options: Mapping[str, Any] = field(default_factory=dict)
+    options: RunOptions = field(default_factory=RunOptions)
     data: Any = None
     inputs: Mapping[str, Any] = field(default_factory=dict)
     world: Mapping[str, Any] | None = None
-    timings: Mapping[str, Any] = field(default_factory=dict)
+    timings: RunTimings = field(default_factory=RunTimings)
     #: What this command adds to the shared fields (selection, counts, definitions, units ...).
-    details: Mapping[str, Any] = field(default_factory=dict)
+    details: RunDetails = field(default_factory=RunDetails)
     #: The keys given, in order: ``run.json`` is written in this order, and only these keys.
     order: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    #: The mapping fields given as ``null`` (read as empty, written back as ``null``).
+    nulls: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
     # -- building ---------------------------------------------------------------------------
     @classmethod
     def of(cls, value: RunRecord | Mapping[str, Any] | None) -> RunRecord:
-        """``value`` as a record: a record is returned as it is; a mapping (``run.json``) is split into fields."""
+        """``value`` as a record: a record is returned as it is; a mapping (``run.json``) is split into fields,
+        each checked against its type.
+
+        Raises:
+            InputError: not a mapping, or a field of the wrong type (``a run record's options: expected ...``).
+        """
         if isinstance(value, RunRecord):
             return value
         if value is None:
@@ -110,14 +124,21 @@ class RunRecord:
         problem = typed_problem(given)
         if problem is not None:
             raise InputError(f"a run record's {problem}")
-        typed: dict[str, Any] = {k: given[k] for k in _TYPED if k in given}
-        for key in ("versions", "options", "inputs", "timings"):
-            if typed.get(key) is not None:  # None is kept as it was given
-                typed[key] = dict(typed[key])  # the record's own copy
+        typed: dict[str, Any] = {k: given[k] for k in _TYPED if k in given and k not in _MAPPINGS}
+        nulls = frozenset(k for k in _MAPPINGS if k in given and given[k] is None)
+        for key in ("versions", "inputs"):
+            if key in given and key not in nulls:
+                typed[key] = dict(given[key])  # the record's own copy
+        for key, part in (("options", RunOptions), ("timings", RunTimings)):
+            if key in given and key not in nulls:
+                try:
+                    typed[key] = part.of(given[key], key)
+                except InputError as exc:
+                    raise InputError(f"a run record's {exc.reason}") from None
         if "invocation" in typed:
             typed["invocation"] = Invocation.of(typed["invocation"])
-        details = {k: v for k, v in given.items() if k not in _TYPED}
-        return cls(**typed, details=details, order=tuple(given))
+        details = RunDetails.of({k: v for k, v in given.items() if k not in _TYPED})
+        return cls(**typed, details=details, order=tuple(given), nulls=nulls)
 
     def updated(self, fields: Mapping[str, Any] = _EMPTY, /, **more: Any) -> RunRecord:
         """A copy with ``fields`` (and ``more``) set: a key already there keeps its place, a new one goes last."""
@@ -132,10 +153,6 @@ class RunRecord:
         return self.updated(options={**self.options, **options})
 
     # -- reading ----------------------------------------------------------------------------
-    def detail(self, name: str, default: Any = None) -> Any:
-        """A field this command adds (``selection``, ``counts``, ``units`` ...), else ``default``."""
-        return self.details.get(name, default)
-
     def has(self, name: str) -> bool:
         """Whether the run recorded the field ``name`` (typed or not)."""
         return name in self.order
@@ -148,68 +165,69 @@ class RunRecord:
     @property
     def model_name(self) -> str:
         """The model's name as a person reads it: ``model_name``, else ``model`` (or the extractor's model)."""
-        model = self.detail("model")
-        if isinstance(model, Mapping):
-            model = model.get("model")
-        return str(self.detail("model_name") or self.options.get("model") or model or "model")
+        model = self.details.model
+        named = model.model if isinstance(model, ExtractorInfo) else model
+        return str(self.details.model_name or self.options.model or named or "model")
 
     @property
     def weights_source(self) -> Mapping[str, Any] | None:
         """Where the model's weights came from when not from a model folder of their own: the GGUF file they were
         dequantised from (``gguf_source.json`` of the converted folder), as the run or its extractor recorded it."""
-        found = self.detail("weights_source")
-        for key in ("extractor", "model"):
-            if found is None and isinstance(self.detail(key), Mapping):
-                found = self.detail(key).get("weights_source")
-        return found if isinstance(found, Mapping) else None
+        found = self.details.weights_source
+        for info in (self.details.extractor, self.details.model):
+            if found is None and isinstance(info, ExtractorInfo):
+                found = info.weights_source
+        return found
 
     @property
-    def selection(self) -> Mapping[str, Any]:
+    def selection(self) -> Selection:
         """How heads were selected (``mode`` and where); empty when the run selected none."""
-        return self.detail("selection") or {}
+        return self.details.selection or Selection()
 
     @property
     def reported_on(self) -> str | None:
         """The name of the data the run reports on (leaderboards)."""
-        return self.detail("reported_on")
+        return self.details.leaderboard.reported_on
 
     @property
     def selected_on(self) -> str | None:
         """The name of the data heads were selected on (leaderboards); the report data when it is the same."""
-        return self.detail("selected_on", self.reported_on)
+        return self.details.leaderboard.selected_on if self.has("selected_on") else self.reported_on
 
     @property
     def counts(self) -> Mapping[str, Any]:
         """What the run counted (sentences, tokens, relations ...), by split."""
-        return self.detail("counts") or {}
+        return self.details.counts or {}
 
     @property
     def seconds(self) -> float | None:
         """The run's wall time in seconds, where it recorded one."""
-        return self.detail("seconds")
+        return self.details.seconds
 
     @property
-    def extractor(self) -> Mapping[str, Any]:
+    def extractor(self) -> ExtractorInfo:
         """What the extractor recorded about itself (model, device, dtype ...); empty when not recorded."""
-        return self.detail("extractor") or {}
+        return self.details.extractor or ExtractorInfo()
 
     # -- saving -----------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """The record as ``run.json`` holds it: the given keys, in the given order."""
-        out: dict[str, Any] = {}
-        for key in self.order:
-            if key in _TYPED:
-                value = getattr(self, key)
-                out[key] = value.to_dict() if isinstance(value, Invocation) else value
-            else:
-                out[key] = self.details[key]
-        return out
+        return {key: self._value(key) for key in self.order}
+
+    def _value(self, key: str) -> Any:
+        if key in self.nulls:
+            return None
+        if key not in _TYPED:
+            return self.details.value(key)
+        value = getattr(self, key)
+        return value.to_dict() if isinstance(value, Invocation) else plain(value)
 
     def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write the record as JSON to ``path`` (a folder: its ``run.json``), whole or not at all."""
+        """Write the record as JSON to ``path`` (a folder: its ``run.json``), whole or not at all: the one writer
+        of ``run.json`` (NaN and infinities as ``null``, as every JSON output of a run)."""
         target = Path(path)
         target = target / RUN_FILE if target.is_dir() else target
-        return write_json_atomic(target, self.to_dict(), indent=2, ensure_ascii=False)
+        return write_json_atomic(target, json_ready(self.to_dict()), indent=2, ensure_ascii=False)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> RunRecord:
@@ -217,26 +235,13 @@ class RunRecord:
         must not be a link leading out of the folder).
 
         Raises:
-            InputError: no such file, not JSON, or not a JSON object.
+            InputError: no such file, not JSON, not a JSON object, or a field of the wrong type.
         """
-        file = Path(path)
-        folder = file if file.is_dir() else None
-        file = file / RUN_FILE if folder is not None else file
-        if not file.exists() and not file.is_symlink():
-            raise InputError(f"expected a run record ({RUN_FILE}), found none", path=file)
+        doc = read_run_json(path)
         try:
-            if folder is not None:  # a folder's run.json that links out of it is not followed
-                inside_folder(folder, RUN_FILE, what="run record")
-            doc = load_json(file, what=f"a run record ({RUN_FILE})")
-        except FormatError as exc:  # bad JSON or UTF-8, nested too deeply, too large
-            raise InputError(f"expected a JSON run record, found unreadable text: {exc.reason}", path=file,
-                             line=exc.line) from None
-        if not isinstance(doc, dict):
-            raise InputError(f"expected a JSON object of fields, found {type(doc).__name__}", path=file)
-        problem = typed_problem(doc)
-        if problem is not None:
-            raise InputError(problem, path=file)
-        return cls.of(doc)
+            return cls.of(doc)
+        except InputError as exc:
+            raise InputError(exc.reason.removeprefix("a run record's "), path=_run_file(path)) from None
 
     def to_pandas(self) -> Any:
         """The record as a two-column table (``field``, ``value``), nested fields flattened to dotted names."""
@@ -246,16 +251,73 @@ class RunRecord:
         return pd.DataFrame(rows, columns=["field", "value"])
 
     def _repr_html_(self) -> str:
-        return str(self.to_pandas().to_html(index=False))
+        """Notebook view: the record's one line, then every field (:meth:`to_pandas`), each value shortened."""
+        from probes.reprs import record_html  # the views of results and records sit on this module
+
+        return record_html(repr(self), self.to_pandas())
 
     def __iter__(self) -> Any:  # a record is not a mapping: say so rather than iterate its fields
-        raise TypeError("a RunRecord is not a mapping: read its fields, .detail(name), or .to_dict()")
+        raise TypeError("a RunRecord is not a mapping: read its fields (.details for what a command adds), "
+                        "or .to_dict()")
+
+    def __repr__(self) -> str:
+        """One line for a REPL, and for the record line of a result's repr: the command, its model(s), its data and
+        the number of fields (every field: :meth:`to_pandas`, :meth:`to_dict`)."""
+        from probes.reprs import record_line, spec_names  # the views of results and records sit on this module
+
+        models = spec_names(self.details.models) or ([self.model_name] if self.model_name != "model" else [])
+        data = [self.reported_on] if self.reported_on else spec_names(self.data)
+        selection = (self.selection.mode, self.selected_on)
+        return "RunRecord: " + record_line(self.command, models, data, selection, len(self.order))
 
 
-def shown(value: Any, width: int = 60) -> str:
-    """``value`` as an error message shows what was found (``17``, ``'units'``, ``[1, 2]``), shortened."""
-    text = repr(value)
-    return text if len(text) <= width else text[:width - 3] + "..."
+def _run_file(path: str | os.PathLike[str]) -> Path:
+    """The ``run.json`` that ``path`` names (a folder: its ``run.json``)."""
+    file = Path(path)
+    return file / RUN_FILE if file.is_dir() else file
+
+
+def read_run_json(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The JSON object of a ``run.json`` (or of the folder holding one: then not followed out of it), its shared
+    fields checked (:func:`typed_problem`), the rest as written: what :meth:`RunRecord.load` makes a record of,
+    and what a command that checks its own fields first (``probes report``) reads.
+
+    Raises:
+        InputError: no such file, not JSON, not a JSON object, or a shared field of the wrong type.
+    """
+    folder = Path(path) if Path(path).is_dir() else None
+    file = _run_file(path)
+    if not file.exists() and not file.is_symlink():
+        raise InputError(f"expected a run record ({RUN_FILE}), found none", path=file)
+    try:
+        if folder is not None:  # a folder's run.json that links out of it is not followed
+            inside_folder(folder, RUN_FILE, what="run record")
+        doc = load_json(file, what=f"a run record ({RUN_FILE})")
+    except FormatError as exc:  # bad JSON or UTF-8, nested too deeply, too large
+        raise InputError(f"expected a JSON run record, found unreadable text: {exc.reason}", path=file,
+                         line=exc.line) from None
+    if not isinstance(doc, dict):
+        raise InputError(f"expected a JSON object of fields, found {type(doc).__name__}", path=file)
+    problem = typed_problem(doc)
+    if problem is not None:
+        raise InputError(problem, path=file)
+    return doc
+
+
+def json_ready(value: Any) -> Any:
+    """``value`` as JSON writes it for a person: NaN and infinities as None, numpy scalars as numbers, paths as
+    text, tuples as lists, keys as text, parts as mappings."""
+    if isinstance(value, float):
+        return None if math.isnan(value) or math.isinf(value) else value
+    if isinstance(value, Mapping):
+        return {str(k): json_ready(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_ready(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):  # numpy scalars
+        return json_ready(value.item())
+    if isinstance(value, Path):
+        return str(value)
+    return value
 
 
 def typed_problem(given: Mapping[str, Any]) -> str | None:

@@ -1,4 +1,5 @@
-"""The package's shape (issue 9): stages in order, no import cycles, short functions, a small front door.
+"""The package's shape (issue 9): stages in order, no import cycles (between modules, and between packages: issue
+37), short functions, a small front door.
 
 The import graph is read from the source with :mod:`ast` (nothing is imported): every ``import`` and
 ``from ... import`` in ``probes/**/*.py``, at module level or inside functions, relative or absolute,
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import ast
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,18 +29,18 @@ MAX_FRONT_DOOR = 20
 #: before it, never a later one. The front door ``probes/__init__.py`` and ``probes/__main__.py`` sit
 #: above every stage.
 STAGES: dict[str, int] = {
-    "_lazy": 0, "_version": 0, "errors": 0, "atomic_io": 0, "checksum": 0, "results": 0, "result_checks": 0, "run_record": 0, "world": 0, "locks": 0, "safe_read": 0, "safe_arrays": 0,
+    "_lazy": 0, "_version": 0, "errors": 0, "atomic_io": 0, "checksum": 0, "results": 0, "result_checks": 0, "reprs": 0, "run_record": 0, "run_details": 0, "world": 0, "locks": 0, "safe_read": 0, "safe_arrays": 0,
     "corpora": 1,
     "extraction": 2,
-    "training": 2,
-    "analysis": 3,
-    "heads": 4,
-    "importance": 5,
-    "compare": 6,
-    "reports": 7,
-    "probing": 8,
-    "runs": 9,
-    "cli": 10,
+    "training": 3,
+    "analysis": 4,
+    "heads": 5,
+    "importance": 6,
+    "compare": 7,
+    "reports": 8,
+    "probing": 9,
+    "runs": 10,
+    "cli": 11,
 }
 TOP = ("probes", "probes.__main__")
 
@@ -119,8 +120,8 @@ def _imports(module: str) -> Iterator[Edge]:
 GRAPH: dict[str, list[Edge]] = {m: sorted(set(_imports(m)), key=lambda e: (e.target, e.line)) for m in MODULES}
 
 
-def _strongly_connected() -> list[list[str]]:
-    """Tarjan's components of the import graph with more than one module."""
+def _strongly_connected(graph: Mapping[str, list[Edge]]) -> list[list[str]]:
+    """Tarjan's components of an import graph (of modules, or of packages) with more than one node."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -131,7 +132,7 @@ def _strongly_connected() -> list[list[str]]:
         index[v] = low[v] = len(index)
         stack.append(v)
         on_stack.add(v)
-        for edge in GRAPH[v]:
+        for edge in graph[v]:
             w = edge.target
             if w not in index:
                 visit(w)
@@ -149,19 +150,19 @@ def _strongly_connected() -> list[list[str]]:
             if len(component) > 1:
                 found.append(sorted(component))
 
-    for v in GRAPH:
+    for v in graph:
         if v not in index:
             visit(v)
     return found
 
 
-def _shortest_cycle(start: str, within: set[str]) -> list[Edge]:
+def _shortest_cycle(graph: Mapping[str, list[Edge]], start: str, within: set[str]) -> list[Edge]:
     """The shortest path of imports from ``start`` back to ``start`` inside one component."""
     previous: dict[str, Edge] = {}
     queue = deque([start])
     while queue:
         v = queue.popleft()
-        for edge in GRAPH[v]:
+        for edge in graph[v]:
             if edge.target not in within or edge.target in previous:
                 continue
             previous[edge.target] = edge
@@ -172,6 +173,43 @@ def _shortest_cycle(start: str, within: set[str]) -> list[Edge]:
                 return path
             queue.append(edge.target)
     raise AssertionError(f"{start} is in a component but on no cycle")  # pragma: no cover
+
+
+def _package(module: str) -> str | None:
+    """The package (or top-level module) of ``module``: ``probes.extraction.loading`` -> ``extraction``,
+    ``probes.errors`` -> ``errors``; None for the front door ``probes``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def _package_graph(graph: Mapping[str, list[Edge]]) -> dict[str, list[Edge]]:
+    """The imports between packages: ``a -> b`` when a module of ``a`` imports one of another package ``b``; each
+    edge is the first such module import (its modules and line say where)."""
+    found: dict[str, dict[str, Edge]] = {}
+    for module, edges in sorted(graph.items()):
+        source = _package(module)
+        if source is None:
+            continue
+        found.setdefault(source, {})
+        for edge in edges:
+            target = _package(edge.target)
+            if target is not None and target != source:
+                found[source].setdefault(target, edge)
+                found.setdefault(target, {})
+    return {package: [Edge(package, target, 0) for target in sorted(targets)] for package, targets in found.items()}
+
+
+def _package_cycles(graph: Mapping[str, list[Edge]]) -> list[str]:
+    """Every cycle of imports between packages (``probes.X -> probes.Y -> probes.X``), each with the module imports
+    that make it."""
+    packages = _package_graph(graph)
+    where = {(_package(e.source), _package(e.target)): e for m, edges in sorted(graph.items()) for e in edges}
+    cycles = []
+    for component in _strongly_connected(packages):
+        path = _shortest_cycle(packages, component[0], set(component))
+        cycles.append(" -> ".join([path[0].source] + [e.target for e in path]) + "\n    "
+                      + "\n    ".join(str(where[(e.source, e.target)]) for e in path))
+    return cycles
 
 
 def _stage(module: str) -> int | None:
@@ -198,11 +236,23 @@ def test_graph_reader_resolves_submodules_relative_and_lazy_imports():
 
 def test_no_import_cycles():
     cycles = []
-    for component in _strongly_connected():
-        path = _shortest_cycle(component[0], set(component))
+    for component in _strongly_connected(GRAPH):
+        path = _shortest_cycle(GRAPH, component[0], set(component))
         cycles.append(f"{' -> '.join([path[0].source] + [e.target for e in path])}\n    "
                       + "\n    ".join(map(str, path)))
     assert not cycles, "import cycles among probes modules:\n" + "\n".join(cycles)
+
+
+def test_no_import_cycles_between_packages():
+    """Modules may import each other without a cycle while their packages do not (extraction/loading.py ->
+    training/checkpoints.py while training/schemes.py -> extraction/families.py): packages are checked too."""
+    fake = {"probes.a.x": [Edge("probes.a.x", "probes.b.y", 3)], "probes.b.y": [Edge("probes.b.y", "probes.a.z", 5)],
+            "probes.a.z": [], "probes.c": [Edge("probes.c", "probes.a.x", 1)]}
+    assert not _strongly_connected(fake)  # no cycle of modules ...
+    assert _package_cycles(fake) == ["a -> b -> a\n    probes.a.x -> probes.b.y (line 3)\n    "
+                                     "probes.b.y -> probes.a.z (line 5)"]  # ... but one of packages
+    cycles = _package_cycles(GRAPH)
+    assert not cycles, "import cycles among probes packages:\n" + "\n".join(cycles)
 
 
 def test_every_module_belongs_to_a_stage():
@@ -214,7 +264,7 @@ def test_stages_import_only_earlier_stages():
     wrong = [f"{e} (stage {_stage(e.source)} imports stage {_stage(e.target)})"
              for m, edges in GRAPH.items() if m not in TOP for e in edges
              if e.target in TOP or (_stage(e.target) or 0) > (_stage(m) or 0)]
-    assert not wrong, ("imports against the stage order errors/results -> corpora -> extraction -> analysis "
+    assert not wrong, ("imports against the stage order errors/results -> corpora -> extraction -> training -> analysis "
                        "-> heads -> importance -> compare -> reports -> probing -> runs -> cli (the front door `probes` is for users, "
                        "not for the package's own modules):\n" + "\n".join(wrong))
 

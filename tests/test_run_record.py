@@ -34,7 +34,7 @@ def test_fields_are_typed_and_the_order_is_kept() -> None:
     assert record.invocation == Invocation("/x", ("probes", "leaderboard"), "0.1.0", Commit("a" * 40, False))
     assert record.commit == "a" * 40 and record.reported_on == "dev" and record.selected_on == "dev"
     assert record.selection == {"mode": "split"} and record.counts["report"]["sentences"] == 4
-    assert record.detail("nothing", 7) == 7 and record.has("world") and not record.has("halves")
+    assert record.details.leaderboard.halves is None and record.has("world") and not record.has("halves")
     assert record.to_dict() == GIVEN and list(record.to_dict()) == list(GIVEN)  # same keys, same order
     assert json.dumps(record.to_dict()) == json.dumps(GIVEN)
 
@@ -43,7 +43,7 @@ def test_updated_merges_as_a_dict_would() -> None:
     record = RunRecord.of(GIVEN)
     changed = record.updated({"selection": {"mode": "same"}}, significance={"n_tests": 2})
     assert list(changed.to_dict()) == list({**GIVEN, "selection": 0, "significance": 0})  # old keys stay in place
-    assert changed.selection == {"mode": "same"} and changed.detail("significance") == {"n_tests": 2}
+    assert changed.selection == {"mode": "same"} and changed.details.significance == {"n_tests": 2}
     assert record.selection == {"mode": "split"}  # frozen: the original is unchanged
     timed = record.with_timings(writing_s=1.0)
     assert timed.timings == {"scoring_s": 0.5, "writing_s": 1.0} and record.timings == {"scoring_s": 0.5}

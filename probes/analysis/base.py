@@ -207,7 +207,7 @@ class Analysis(Generic[R]):
             if state.vocab != vocab or state.rule != "sum":
                 continue
             arr = getattr(self, name)
-            axis = state.axis % arr.ndim  # type: ignore[operator]
+            axis = state.axis % arr.ndim
             have = arr.shape[axis]
             if n > have:
                 shape = list(arr.shape)
@@ -246,7 +246,7 @@ def _add(mine: Any, theirs: Any, mapping: npt.NDArray[np.int64] | None, axis: in
         if mine.shape != theirs.shape:
             raise ConfigError(f"cannot merge state {name!r} of shape {mine.shape} with shape {theirs.shape}")
         return mine + theirs
-    ax = axis % mine.ndim  # type: ignore[operator]
+    ax = (-1 if axis is None else axis) % mine.ndim  # a vocab-indexed sum's axis (add_state: -1 by default)
     rest_mine = mine.shape[:ax] + mine.shape[ax + 1:]
     rest_theirs = theirs.shape[:ax] + theirs.shape[ax + 1:]
     if rest_mine != rest_theirs:

@@ -351,8 +351,8 @@ class OffsetBaseline(Analysis[BaselineScores]):
             )
             unit_positions = np.hstack([rows, np.ones((rows.shape[0], 1), np.int64)])  # unit, rel, pos, count
         grid_units = None
-        if self.keep_units and self.grid:
-            grid_units = UnitCounts(units.indptr, units.relation, units.total,  # type: ignore[union-attr]
+        if units is not None and self.grid:  # units kept (keep_units)
+            grid_units = UnitCounts(units.indptr, units.relation, units.total,
                                     np.concatenate(self._unit_grid) if self._unit_grid
                                     else np.zeros((0, len(self.grid)), np.uint16))
         return BaselineScores(self.offsets, self._correct[:, :r].copy(), self._total[:r].copy(), names, positions,

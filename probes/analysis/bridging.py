@@ -174,7 +174,7 @@ class BridgingResult(Result):
     offset_hits: npt.NDArray[np.int64]
     offsets: tuple[int, ...]
     counts: dict[str, dict[str, int]]
-    options: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, str] = field(default_factory=dict)
 
     def links(self, band: Bands = None) -> int:
         """Links scored in ``band`` (one name, several, or None: all)."""

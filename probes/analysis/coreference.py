@@ -238,7 +238,7 @@ class CorefResult(Result):
     total: npt.NDArray[np.int64]
     baseline_correct: npt.NDArray[np.int64]
     counts: dict[str, dict[str, int]]
-    options: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, str] = field(default_factory=dict)
 
     def _pick(self, mention_type: str | None, band: str | None) -> tuple[Any, Any]:
         t = slice(None) if mention_type is None else [MENTION_TYPES.index(mention_type)]

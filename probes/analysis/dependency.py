@@ -79,7 +79,7 @@ class HeadScores(Result):
     heads: tuple[int, ...]
     n_units: int = 0
     units: UnitCounts | None = None
-    metadata: Mapping[str, Any] = field(default_factory=dict)
+    metadata: Mapping[str, Any] = field(default_factory=dict)  # Any: free-form facts, any JSON a caller adds
 
     def index(self, relation: str) -> int:
         """Position of ``relation`` on the last axis; InputError if it was never seen."""

@@ -64,7 +64,7 @@ class StreamResult(Result):
         analysis_busy_s: time spent inside the analyses (``update`` and ``compute``).
     """
 
-    results: dict[str, Any]
+    results: dict[str, Any]  # Any: each analysis' own result type (a user's analysis returns what it likes)
     n_items: int
     skipped: tuple[tuple[str, str], ...] = ()
     extraction_s: float = 0.0

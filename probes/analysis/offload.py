@@ -92,7 +92,7 @@ class Offloaded(Analysis[dict]):
         kinds = {analysis.items for analysis in self.analyses.values()} - {"any"}
         if len(kinds) > 1:
             raise ConfigError(f"offloaded analyses must take the same items, found {sorted(kinds)}")
-        self.items = kinds.pop() if kinds else "any"  # type: ignore[misc]
+        self.items = kinds.pop() if kinds else "any"  # type: ignore[misc]  # per instance: those of the analyses held
         self._chunk: list[tuple[Any, WordAttention]] = []
         self._process: Any = None
         self._inbox: Any = None

@@ -105,7 +105,7 @@ def _abort_errors() -> tuple[type[Exception], ...]:
 
 def _usage_error(exc: Exception) -> str:
     """A click error as one line, with where to look for help on usage errors."""
-    text = exc.format_message()  # type: ignore[attr-defined]
+    text = exc.format_message()  # type: ignore[attr-defined]  # a click error, looked up at run time (_CLICK_ERRORS)
     message = " ".join(line.strip() for line in text.splitlines() if line.strip()).rstrip(".")
     ctx = getattr(exc, "ctx", None)
     if getattr(exc, "exit_code", 1) == 2 and ctx is not None:
@@ -225,7 +225,7 @@ def _main(args: list[str]) -> int:
         return _interrupted(args)
     except _CLICK_ERRORS as exc:
         if type(exc).__name__ == "NoArgsIsHelpError":  # `probes` alone: the help text
-            exc.show()  # type: ignore[attr-defined]
+            exc.show()  # type: ignore[attr-defined]  # a click error, looked up at run time (_CLICK_ERRORS)
             return int(getattr(exc, "exit_code", 2))
         if state["debug"]:
             raise

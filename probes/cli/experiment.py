@@ -52,7 +52,7 @@ def run_cli(
 
     run = run_experiment(experiment, out=out, progress=progress, fresh=fresh, limit=limit)
     typer.echo(run.format())
-    folder = Path(run.record.detail("experiment")["out"])
+    folder = Path(run.info.out or ".")
     typer.echo(f"Report: {folder / 'report.md'} and {folder / 'report.html'}")
 
 

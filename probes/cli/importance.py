@@ -8,7 +8,7 @@ parse the options, run, write to ``--out`` (default ``runs/importance-MODEL-DATA
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -48,28 +48,28 @@ Layers and heads are 1-based (layer-head) in every output.
 """
 
 
-def _objective_option() -> object:
+def _objective_option() -> Any:
     return typer.Option("representation", "--objective", metavar="lm|representation|probe",
                         callback=options.one_of("--objective", OBJECTIVE_CHOICES), help=_OBJECTIVE_HELP)
 
 
-def _ablation_option() -> object:
+def _ablation_option() -> Any:
     return typer.Option("zero", "--ablation", metavar="zero|mean|uniform",
                         callback=options.one_of("--ablation", ABLATION_CHOICES), help=_ABLATION_HELP)
 
 
-def _select_limit_option() -> object:
+def _select_limit_option() -> Any:
     return typer.Option(None, "--select-limit", min=1, max=options.MAX_COUNT, metavar="N",
                         help="Read at most N sentences of --select-on (default 1000; --limit caps it too).")
 
 
-def _on_long_option() -> object:
+def _on_long_option() -> Any:
     return options.on_long_option(help="Sentences longer than the model's maximum: skip, or truncate to the leading "
                                        "words that fit ('window' is refused: importance scores whole sentences); "
                                        "each one is named in the summary, the report and run.json.")
 
 
-def _max_batch_tokens_option() -> object:
+def _max_batch_tokens_option() -> Any:
     return options.max_batch_tokens_option(4096)
 
 

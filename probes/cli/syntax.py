@@ -95,7 +95,7 @@ def leaderboard_cli(
         extraction=options.extraction(dtype, max_batch_tokens, max_attention_mb, device_map),
         interval_unit=interval_unit,
         record={"command": "probes leaderboard", "options": {"config": str(config) if config else None}})
-    out_dir = out or options.default_out(str(board.record.detail("model") or store), board.reported_on)
+    out_dir = out or options.default_out(str(board.record.details.model or store), board.reported_on)
     t0 = time.perf_counter()
     paths = board.write(out_dir, figures=figures, figure_format=figure_format, overwrite=overwrite)
     writing_s = time.perf_counter() - t0
@@ -115,7 +115,7 @@ def _timings(timings: Any, writing_s: float, reading: str) -> str:
     ``board.write``: a little more than ``run.json``'s ``writing_s``, which cannot hold preparing the folder
     or writing ``run.json`` itself.
     """
-    extraction_s, scoring_s = timings["extraction_s"], timings["scoring_s"]
+    extraction_s, scoring_s = timings.extraction_s, timings.scoring_s
     overhead = (scoring_s + writing_s) / max(extraction_s, 1e-9)
     return (f"Timings: {reading} {extraction_s:.1f} s, scoring {scoring_s:.2f} s, writing {writing_s:.2f} s "
             f"(overhead {100 * overhead:.1f}% of extraction).")
@@ -177,7 +177,7 @@ def demo_cli(
     paths = board.write(out, figure_format=figure_format, overwrite=overwrite)
     counts = board.record.counts
     typer.echo(board.format("text"), nl=False)
-    typer.echo(f"\nModel {board.record.detail('model_name')} on the probes sample corpus ({counts['report']['sentences']} "
+    typer.echo(f"\nModel {board.record.details.model_name} on the probes sample corpus ({counts['report']['sentences']} "
                f"test sentences, heads selected on {counts['select']['sentences']} dev sentences). "
                "The parses are silver (spaCy en_core_web_sm), so labels follow spaCy's scheme, not UD.")
     typer.echo("Layers and heads are 1-based.")

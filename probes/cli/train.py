@@ -1,7 +1,9 @@
 """``probes train``: train a small transformer from scratch under a named initialisation, with checkpoints.
 
 A thin command over :func:`probes.runs.train.train_model`: parse the options into a
-:class:`~probes.training.config.TrainConfig` (which checks them), train, write the curves, print the summary.
+:class:`~probes.training.config.TrainConfig` (which checks them; ``--init`` is parsed into its
+:class:`~probes.training.schemes.InitScheme` while the command line is read), train, write the curves, print the
+summary. The architectures are the trainable rows of the families table (:data:`probes.training.config.ARCHS`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ import typer
 
 from probes.cli import options
 from probes.cli._app import app
+from probes.errors import ConfigError
 from probes.training.config import (
+    ARCHS,
     MAX_BATCH_SIZE,
     MAX_HEADS,
     MAX_HIDDEN,
@@ -22,6 +26,7 @@ from probes.training.config import (
     MAX_SEQ_LEN,
     MAX_STEPS,
 )
+from probes.training.schemes import InitScheme
 
 _HELP = """Train a small model from scratch (a BERT-style masked-LM encoder, or a GPT-2 / Llama causal LM).
 
@@ -44,15 +49,24 @@ tokenizer, checkpoints, resume state, report), nothing else, and trains from ste
 the machine's memory before anything is built.
 """
 
-_ARCH = ("bert", "gpt2", "llama")
 #: The largest seed: what numpy and torch both take.
 MAX_SEED = 2**32 - 1
+
+
+def _init_scheme(value: str | InitScheme) -> InitScheme:
+    """``--init`` parsed into its scheme, once, while the command line is read (a usage error naming the option)."""
+    if isinstance(value, InitScheme):
+        return value
+    try:
+        return InitScheme.parse(value)
+    except ConfigError as exc:
+        raise typer.BadParameter(exc.reason, param_hint="--init") from None
 
 
 @app.command("train", help=_HELP)
 def train_cli(
     config: Optional[Path] = options.config_option(),
-    arch: str = typer.Option(..., "--arch", metavar="bert|gpt2|llama", callback=options.one_of("--arch", _ARCH),
+    arch: str = typer.Option(..., "--arch", metavar="|".join(ARCHS), callback=options.one_of("--arch", ARCHS),
                              help="bert: masked-LM encoder; gpt2, llama: causal LMs."),
     layers: int = typer.Option(..., "--layers", min=1, max=MAX_LAYERS, metavar="L", help="Layers."),
     heads: int = typer.Option(..., "--heads", min=1, max=MAX_HEADS, metavar="H",
@@ -62,8 +76,8 @@ def train_cli(
                                                help="MLP width (default 4 x hidden)."),
     kv_heads: Optional[int] = typer.Option(None, "--kv-heads", min=1, max=MAX_HEADS, metavar="N",
                                            help="Key/value heads of Llama's grouped-query attention (default: heads)."),
-    init: str = typer.Option("independent", "--init", metavar="SCHEME",
-                             help="independent, identical or identical+noise:EPS."),
+    init: InitScheme = typer.Option("independent", "--init", metavar="SCHEME", parser=_init_scheme,
+                                    help="independent, identical or identical+noise:EPS."),
     attention_dropout: float = typer.Option(0.0, "--attention-dropout", min=0.0, max=1.0, metavar="P",
                                             help="Dropout on attention probabilities (0 keeps identical heads equal)."),
     hidden_dropout: float = typer.Option(0.0, "--hidden-dropout", min=0.0, max=1.0, metavar="P",

@@ -103,12 +103,12 @@ def split_half(scores: Any, relations: Sequence[str]) -> dict[str, float]:
     out = {}
     for rel in relations:
         rows = units.relation == scores.index(rel)  # (nnz,)
-        sides = []
+        sides = []  # (D*L*H,) per half that holds words of the relation
         for half in (rows & first, rows & ~first):
             total = int(units.total[half].sum())
-            sides.append(units.correct[half].sum(axis=0).reshape(-1) / total if total else None)  # (D*L*H,)
-        out[rel] = spearman_brown(float(spearman_rows(*sides))) if all(x is not None for x in sides) \
-            else float("nan")
+            if total:
+                sides.append(units.correct[half].sum(axis=0).reshape(-1) / total)
+        out[rel] = spearman_brown(float(spearman_rows(*sides))) if len(sides) == 2 else float("nan")
     return out
 
 

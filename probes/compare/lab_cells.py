@@ -43,7 +43,7 @@ def lab_info(models: Mapping[str, Mapping[str, Any]], model: str) -> dict[str, A
 
 def _cell_facts(unit: Unit, models: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """heads, layers, init, attention dropout of a train unit: its model's lab info, else its training config."""
-    config = unit.options.get("config") if isinstance(unit.options.get("config"), Mapping) else {}
+    config = unit.options.config or {}
     lab = lab_info(models, unit.model) or {}
     return {"heads": int(lab.get("heads", config.get("heads", 0)) or 0),
             "layers": int(lab.get("layers", config.get("layers", 0)) or 0),
@@ -58,8 +58,8 @@ def lab_cells(units: Sequence[Unit], models: Mapping[str, Mapping[str, Any]]) ->
         if unit.kind != "train":
             continue
         lab = lab_info(models, unit.model) or {}
-        name = str(unit.options.get("cell", lab.get("cell", unit.data)))
-        seed = unit.options.get("seed", lab.get("seed"))
+        name = str(unit.options.cell if "cell" in unit.options else lab.get("cell", unit.data))
+        seed = unit.options.seed if "seed" in unit.options else lab.get("seed")
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise ConfigError(f"train unit {unit.analysis}/{unit.model}: expected a whole-number seed in its options "
                               f"or its model's lab info, found {seed!r}")

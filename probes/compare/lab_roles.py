@@ -54,12 +54,11 @@ RULES: dict[str, str] = {
 
 
 def match_pair(unit: Unit) -> tuple[str, str]:
-    """``(model A, model B)`` of a match unit: ``A~B`` as its model, or A with ``options["other"]``."""
+    """``(model A, model B)`` of a match unit: ``A~B`` as its model, or A with its ``other`` option."""
     if "~" in unit.model:
         a, b = unit.model.split("~", 1)
         return a, b
-    other = unit.options.get("other", unit.options.get("model_b", ""))
-    return unit.model, str(other or "")
+    return unit.model, str(unit.options.other or "")
 
 
 def _interval(summary: Mapping[str, Any], key: str) -> tuple[float, float]:
@@ -168,7 +167,7 @@ def division_rows(units: Sequence[Unit], models: Mapping[str, Mapping[str, Any]]
             continue
         a, b = match_pair(unit)
         lab = lab_info(models, a) or {}
-        cell = str(unit.options.get("cell", lab.get("cell", "")))
+        cell = str(unit.options.cell if "cell" in unit.options else lab.get("cell", ""))
         if not cell:
             why.setdefault("division", []).append(f"{unit.analysis} on {unit.model}: not a lab model")
             continue

@@ -141,19 +141,21 @@ def as_cost(cost: npt.ArrayLike, shape_a: Shape | None = None,
         if (shape_a is not None and tuple(shape_a) != given[0]) or (shape_b is not None and tuple(shape_b) != given[1]):
             raise ConfigError(f"cost: a {matrix.shape} matrix is layers x heads {given[0]} against {given[1]}, "
                               f"found shapes {shape_a} and {shape_b}")
-        shape_a, shape_b = given  # type: ignore[assignment]
-        matrix = matrix.reshape(int(np.prod(shape_a)), int(np.prod(shape_b)))  # type: ignore[arg-type]
+        layers_heads_a, layers_heads_b = given
+        matrix = matrix.reshape(int(np.prod(layers_heads_a)), int(np.prod(layers_heads_b)))
     elif matrix.ndim == 2:
-        shape_a = tuple(shape_a) if shape_a is not None else (1, matrix.shape[0])  # type: ignore[assignment]
-        shape_b = tuple(shape_b) if shape_b is not None else (1, matrix.shape[1])  # type: ignore[assignment]
-        if matrix.shape != (int(np.prod(shape_a)), int(np.prod(shape_b))):  # type: ignore[arg-type]
-            raise ConfigError(f"cost: a {matrix.shape} matrix does not hold layers x heads {shape_a} against {shape_b}")
+        layers_heads_a = tuple(shape_a) if shape_a is not None else (1, matrix.shape[0])
+        layers_heads_b = tuple(shape_b) if shape_b is not None else (1, matrix.shape[1])
+        if matrix.shape != (int(np.prod(layers_heads_a)), int(np.prod(layers_heads_b))):
+            raise ConfigError(f"cost: a {matrix.shape} matrix does not hold layers x heads {layers_heads_a} against "
+                              f"{layers_heads_b}")
     else:
         raise ConfigError(f"cost: expected a (L_A, H_A, L_B, H_B) or (N_A, N_B) matrix, found shape {matrix.shape}")
     if not np.isfinite(matrix).all():
         raise ConfigError(f"cost: {int((~np.isfinite(matrix)).sum())} entries are not finite numbers; every pair of "
                           "heads needs a distance to be matched")
-    return matrix, (int(shape_a[0]), int(shape_a[1])), (int(shape_b[0]), int(shape_b[1]))  # type: ignore[index]
+    return (matrix, (int(layers_heads_a[0]), int(layers_heads_a[1])),
+            (int(layers_heads_b[0]), int(layers_heads_b[1])))
 
 
 def _check_within(shape_a: Shape, shape_b: Shape) -> None:
@@ -271,7 +273,7 @@ def null_model_intervals(matching: HeadMatching, unit_sums: npt.ArrayLike, unit_
     flat = sums.reshape(sums.shape[0], -1)  # (U, N_A*N_null)
 
     def matched(cost: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-        rows_a, cols = assign(cost, matching.shape_a, tuple(shape_null), matching.within_layers)  # type: ignore[arg-type]
+        rows_a, cols = assign(cost, matching.shape_a, (int(shape_null[0]), int(shape_null[1])), matching.within_layers)
         out = np.full(cost.shape[0], np.nan)
         out[rows_a] = cost[rows_a, cols]
         return out[matching.head_a]  # (P,)

@@ -43,7 +43,7 @@ def _devices(units: Sequence[Unit]) -> set[str]:
         for record in (getattr(unit.result, "record", None), getattr(getattr(unit.result, "board", None), "record", None)):
             if not isinstance(record, RunRecord):
                 continue
-            device = record.extractor.get("device") or record.options.get("device")
+            device = record.extractor.device or record.options.device
             if device:
                 found.add(str(device).split(":")[0])
     return found

@@ -132,7 +132,7 @@ def specialisation(board: Any, profile: Any, model: str, data: str, *, n_resampl
     if profile is None:
         return "the leaderboard lists no relation besides ALL"
     diff, total, testable = head_counts(board, profile)
-    groups = board_units(board.report, board.record.options.get("bootstrap"))  # the leaderboard's own unit
+    groups = board_units(board.report, board.record.options.bootstrap)  # the leaderboard's own unit
     diff, total = groups.sum(diff), groups.sum(total)  # (n_units, N): per document where the board resampled those
     _, _, significant = _tests(diff, total, testable)
     n_l, n_h = len(board.report.layers), len(board.report.heads)

@@ -70,7 +70,7 @@ def raw_test(question: str, name: str, method: str, value: float, low: float, hi
 def partners(models: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str]]:
     """``(trained, random-init)`` pairs to compare (see the module)."""
     trained = [m for m, info in models.items() if info.get("kind") == "trained"]
-    out = []
+    out: list[tuple[str, str]] = []
     for name, info in models.items():
         if info.get("kind") != "random-init":
             continue

@@ -16,6 +16,7 @@ import numpy.typing as npt
 
 from probes.compare.lab_types import LabTables
 from probes.results import Result, require_pandas, saveable
+from probes.run_details import UnitOptions
 
 __all__ = ["Unit", "BestHead", "HeadKinds", "Spread", "Specialisation", "Consistency", "Redundancy", "LayerProfile",
            "Test", "Curve", "Histogram", "Comparison", "TABLES"]
@@ -27,14 +28,19 @@ class Unit:
     of kind ``kind`` (``leaderboard``, ``baselines``, ``atlas``, ``coreference``, ``bridging``, ``probe``,
     ``importance``, ``prune``) run on model ``model`` and data ``data``; ``result`` is the loaded result object
     (:class:`~probes.runs.leaderboard.Leaderboard`, :class:`~probes.runs.atlas.Atlas`,
-    :class:`~probes.runs.importance.Pruning` ...), ``options`` the analysis options it ran with."""
+    :class:`~probes.runs.importance.Pruning` ...), ``options`` the analysis options it ran with (a mapping is
+    taken as :class:`~probes.run_details.UnitOptions`, as ``run.json`` holds it)."""
 
     analysis: str
     kind: str
     model: str
     data: str
     result: Any
-    options: dict[str, Any] = field(default_factory=dict)
+    options: UnitOptions = field(default_factory=UnitOptions)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.options, UnitOptions):
+            object.__setattr__(self, "options", UnitOptions.of(self.options, "options"))
 
 
 @saveable
@@ -323,7 +329,7 @@ class Comparison(Result):
     ``lab`` holds the training lab's tables (:mod:`probes.compare.lab`) when the experiment trained models.
     """
 
-    models: dict[str, dict[str, Any]]
+    models: dict[str, dict[str, Any]]  # Any: each model's entry as recorded (kind, spec, seed, a nested query_key ...)
     best_heads: tuple[BestHead, ...] = ()
     head_kinds: tuple[HeadKinds, ...] = ()
     spread: tuple[Spread, ...] = ()

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from os import PathLike
 from typing import Any
@@ -87,7 +88,8 @@ def _resolve(path: str | PathLike[str]) -> str | PathLike[str]:
     """A registry name (``sample:dev``, ``ud:en_ewt:dev``) as its local file; any other path as given, once
     it is known to be a regular file (a folder, ``/dev/zero`` or a named pipe is refused here, when the
     reader is called, before anything is opened)."""
-    path = resolve_treebank(path) if is_registry_name(path) else path
+    text = os.fspath(path)
+    path = resolve_treebank(text) if is_registry_name(text) else path
     regular_file(path, what="a corpus file")
     return path
 

@@ -174,7 +174,7 @@ def parse_words(
 
     nlp = load_pipeline(pipeline) if isinstance(pipeline, str) else pipeline
     docs = (
-        Doc(nlp.vocab, words=list(words), sent_starts=[True] + [False] * (len(words) - 1))
+        Doc(nlp.vocab, words=list(words), sent_starts=[True, *[False] * (len(words) - 1)])
         for words in sentences
     )
     yield from nlp.pipe(docs, batch_size=batch_size)

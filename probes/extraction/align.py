@@ -223,7 +223,7 @@ def pool_token_vectors(vectors: npt.ArrayLike, alignment: Alignment) -> npt.NDAr
     out = np.zeros((alignment.n_positions, vectors.shape[1]), dtype=np.float32)  # (n, d)
     np.add.at(out, alignment.token_position, vectors)
     counts = np.bincount(alignment.token_position, minlength=alignment.n_positions).astype(np.float32)  # (n,)
-    out = out / np.maximum(counts, 1.0)[:, None]
+    out /= np.maximum(counts, 1.0)[:, None]
     return out[~alignment.is_special]
 
 

@@ -9,7 +9,6 @@ names the word rows it needs runs rows-only (:mod:`probes.extraction.rows`) wher
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -155,18 +154,21 @@ class Capture:
 
         return move(ids), move(mask)
 
-    def model_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of every forward pass: a dict output, and no cache for a decoder."""
+    def model_kwargs(self, rows: torch.Tensor | None = None) -> dict[str, Any]:
+        """Keyword arguments of a forward pass: a dict output, no cache for a decoder, and the token rows
+        ``(B, R)`` that rows-only attention computes (``probes_rows``, handed on to it by transformers)."""
         kwargs: dict[str, Any] = {"return_dict": True}
         if self.is_decoder:
             kwargs["use_cache"] = False
+        if rows is not None:
+            kwargs["probes_rows"] = rows
         return kwargs
 
     def attention_sites(self) -> tuple[list[Any], int] | None:
         """Per layer the attention module, and where its output holds the weights; None when unknown."""
         if self.sites is None:
             self.sites = attention_modules(self.model, self.n_layers) or False
-        return self.sites or None  # type: ignore[return-value]
+        return self.sites if isinstance(self.sites, tuple) else None
 
     def pinned(self) -> bool:
         """Whether batch results on the CPU are pinned: layers run on a CUDA device and copy into them."""
@@ -198,10 +200,11 @@ class Capture:
     # ------------------------------------------------------------------ the three ways to run a batch
     def _run_hooked(self, ids: torch.Tensor, mask: torch.Tensor, modules: list[Any], index: int,
                     shape: tuple[int, ...], take: Callable[[int, torch.Tensor], None],
-                    context: Any = contextlib.nullcontext()) -> bool:
-        """Run the model on one batch (inside ``context``) with a forward hook on each kept layer's attention module
-        that hands the layer's weights of ``shape`` ``(B, H, R, T)`` (kept heads selected) to ``take(k, weights)``
-        and stops the pass after the last kept layer. False when a hook got no such weights."""
+                    rows: torch.Tensor | None = None) -> bool:
+        """Run the model on one batch (asking rows-only attention for the token ``rows`` ``(B, R)`` when given) with
+        a forward hook on each kept layer's attention module that hands the layer's weights of ``shape``
+        ``(B, H, R, T)`` (kept heads selected) to ``take(k, weights)`` and stops the pass after the last kept
+        layer. False when a hook got no such weights."""
         captured: set[int] = set()
 
         def hook_for(k: int) -> Callable[..., None]:
@@ -218,8 +221,8 @@ class Capture:
 
         handles = [modules[layer].register_forward_hook(hook_for(k)) for k, layer in enumerate(self.layers)]
         try:
-            with torch.inference_mode(), context:
-                self.model(input_ids=ids, attention_mask=mask, **self.model_kwargs())
+            with torch.inference_mode():
+                self.model(input_ids=ids, attention_mask=mask, **self.model_kwargs(rows))
         except _Captured:
             pass  # every kept layer is pooled: the rest of the model is not run
         finally:
@@ -245,7 +248,7 @@ class Capture:
         pooler = BatchPooler(alignments, n_tok, self.from_pool)
         out = torch.empty((batch, len(self.layers), len(self.heads), pooler.n_pos, pooler.n_pos),
                           dtype=torch.float32, pin_memory=self.pinned())  # (B, L', H', n, n) on the CPU
-        tokens: list[npt.NDArray[np.float32] | None] = [None] * len(self.layers)  # L' x (B, H', T, T)
+        tokens: dict[int, npt.NDArray[np.float32]] = {}  # kept layer -> (B, H', T, T), when keep_tokens
 
         def take(k: int, weights: torch.Tensor) -> None:
             pooler.pool(weights, out=out[:, k])  # on the layer's device, then to the CPU
@@ -254,16 +257,18 @@ class Capture:
 
         if not self._run_hooked(ids, mask, modules, index, (batch, self.n_heads, n_tok, n_tok), take):
             return None
-        return out.numpy(), _token_maps(tokens, alignments, keep_tokens), None
+        return out.numpy(), _token_maps([tokens[k] for k in sorted(tokens)], alignments, keep_tokens), None
 
     def _asked_tokens(self, alignments: list[Alignment], rows: Sequence[npt.NDArray[np.intp] | None] | None,
                       keep_tokens: bool) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
         """The token rows to compute for the words asked for and their positions
         (:func:`probes.extraction.rows.token_rows`); None when the batch needs full maps."""
-        if (rows is None or not self.selective or self.rows_ok is False or keep_tokens
-                or self.from_pool == "max" or any(r is None for r in rows)):
+        if rows is None or not self.selective or self.rows_ok is False or keep_tokens or self.from_pool == "max":
             return None
-        return row_attention.token_rows(alignments, rows, self.from_pool)  # type: ignore[arg-type]
+        asked = [r for r in rows if r is not None]
+        if len(asked) < len(rows):  # an input asks for every row
+            return None
+        return row_attention.token_rows(alignments, asked, self.from_pool)
 
     def _forward_rows(self, ids: torch.Tensor, mask: torch.Tensor, alignments: list[Alignment],
                       asked: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]], modules: list[Any], index: int
@@ -286,7 +291,7 @@ class Capture:
 
         try:
             done = self._run_hooked(ids, mask, modules, index, (batch, self.n_heads, tokens.shape[1], n_tok), take,
-                                    row_attention.asking(tokens))
+                                    tokens)
         except row_attention.RowsUnsupported as exc:
             log.debug("rows-only attention: %s; computing full maps with eager attention", exc)
             self.rows_ok = False
@@ -322,11 +327,10 @@ class Capture:
             return pooled, _token_maps(layers, alignments, keep_tokens), None
 
 
-def _token_maps(layers: Sequence[npt.NDArray[np.float32] | None], alignments: list[Alignment], keep_tokens: bool
+def _token_maps(layers: Sequence[npt.NDArray[np.float32]], alignments: list[Alignment], keep_tokens: bool
                 ) -> list[npt.NDArray[np.float32] | None]:
     """Each input's token maps ``(L', H', T_b, T_b)`` from the batch's ``L' x (B, H', T, T)`` (Nones if not
     kept)."""
     if not keep_tokens:
         return [None] * len(alignments)
-    return [np.stack([maps[b, :, : al.n_tokens, : al.n_tokens] for maps in layers])  # type: ignore[index]
-            for b, al in enumerate(alignments)]
+    return [np.stack([maps[b, :, : al.n_tokens, : al.n_tokens] for maps in layers]) for b, al in enumerate(alignments)]

@@ -42,9 +42,10 @@ input whose combined ``n x n`` result would not fit is skipped) and named in the
 longer than it runs alone.
 
 The extractor is the stream; each job it delegates lives in its own module: the option checks
-(:mod:`~probes.extraction.checks`), the memory budget (:mod:`~probes.extraction.budget`), what to run for each
-input (:mod:`~probes.extraction.planning`: alignments, skip / truncate / window), groups and batches
-(:mod:`~probes.extraction.batching`), forward passes and hooks (:mod:`~probes.extraction.capture`), rows-only
+(:mod:`~probes.extraction.checks`: run once, at the boundary, into the :class:`ExtractorSettings` the extractor is
+built from by :meth:`AttentionExtractor.from_settings` and :meth:`AttentionExtractor.load`), the memory budget
+(:mod:`~probes.extraction.budget`), what to run for each input (:mod:`~probes.extraction.planning`: alignments,
+skip / truncate / window), groups and batches (:mod:`~probes.extraction.batching`), forward passes and hooks (:mod:`~probes.extraction.capture`), rows-only
 attention (:mod:`~probes.extraction.rows`), pooling to words (:mod:`~probes.extraction.align`), from results to
 a WordAttention, windows put back together (:mod:`~probes.extraction.assemble`), and the pair stream and its
 report (:mod:`~probes.extraction.outputs`).
@@ -72,14 +73,14 @@ from probes.extraction.attention import WordAttention
 from probes.extraction.batching import batches, groups
 from probes.extraction.budget import DEFAULT_ATTENTION_MB, Budget, out_of_memory
 from probes.extraction.capture import Capture, Forward, force_eager
-from probes.extraction.checks import CHECKED_OPTIONS, DTYPES, ON_LONG, check_device, check_index, check_options
+from probes.extraction.checks import DTYPES, ON_LONG, ExtractorSettings, check_device, check_index, check_options
 from probes.extraction.gguf import gguf_source
-from probes.extraction.loading import device_map_of, load_pretrained, place_model, weights_sha256
+from probes.extraction.loading import ResolvedModel, device_map_of, load_resolved, place_model, weights_sha256
 from probes.extraction.outputs import ExtractionReport, PairStream
 from probes.extraction.planning import Job, Planner, align, ask_rows, item_id
 
-__all__ = ["AttentionExtractor", "ExtractionReport", "PairStream", "ON_LONG", "DTYPES", "DEFAULT_ATTENTION_MB", "check_options",
-           "check_device"]
+__all__ = ["AttentionExtractor", "ExtractionReport", "PairStream", "ExtractorSettings", "ON_LONG", "DTYPES",
+           "DEFAULT_ATTENTION_MB", "check_options", "check_device"]
 
 log = logging.getLogger("probes")
 
@@ -173,48 +174,70 @@ class AttentionExtractor:
         max_attention_mb: float | None = DEFAULT_ATTENTION_MB,
         selective: bool = True,
     ) -> None:
-        self.device = check_options(device=device, dtype=dtype, batch_size=batch_size, from_pool=from_pool,
-                                    max_length=max_length, on_long=on_long, max_batch_tokens=max_batch_tokens,
-                                    max_attention_mb=max_attention_mb)
+        self._build(model, tokenizer, check_options(
+            device=device, dtype=dtype, batch_size=batch_size, layers=layers, heads=heads, from_pool=from_pool,
+            max_length=max_length, on_long=on_long, progress=progress, keep_tokens=keep_tokens,
+            max_batch_tokens=max_batch_tokens, max_attention_mb=max_attention_mb, selective=selective))
+
+    def _build(self, model: Any, tokenizer: Any, settings: ExtractorSettings) -> None:
+        """Set the extractor up from checked ``settings``: the model placed, layers and heads checked against it."""
         check_tokenizer(tokenizer)
         words_as_text(tokenizer)  # a word spelling "[SEP]" or "<s>" is text, in every call below
         self.model = model
         self.tokenizer = tokenizer
-        self.dtype = dtype
-        self.batch_size = int(batch_size)
-        self.from_pool = from_pool
-        self.on_long = on_long
-        self.progress = progress
-        self.keep_tokens = bool(keep_tokens)
-        self.max_batch_tokens: int | None = None if max_batch_tokens is None else int(max_batch_tokens)
-        self.max_attention_mb: float | None = None if max_attention_mb is None else float(max_attention_mb)
-        self.selective = bool(selective)
+        self.dtype = settings.dtype
+        self.batch_size = settings.batch_size
+        self.from_pool = settings.from_pool
+        self.on_long = settings.on_long
+        self.progress = settings.progress
+        self.keep_tokens = settings.keep_tokens
+        self.max_batch_tokens: int | None = settings.max_batch_tokens
+        self.max_attention_mb: float | None = settings.max_attention_mb
+        self.selective = settings.selective
         self.name_or_path: str = str(getattr(model, "name_or_path", "") or getattr(model.config, "_name_or_path", ""))
         self.revision: str | None = getattr(model.config, "_commit_hash", None)
         self._weights_hash: str | None = None
         force_eager(model)
         model.eval()
-        self.device = place_model(model, self.device, DTYPES[dtype])  # a device-mapped model stays put
+        self.device = place_model(model, settings.device, DTYPES[settings.dtype])  # a device-mapped model stays put
         self.n_layers: int = families.n_layers(model)
         self.n_heads: int = families.n_heads(model)
-        self.layers: tuple[int, ...] = check_index("layers", layers, self.n_layers)
-        self.heads: tuple[int, ...] = check_index("heads", heads, self.n_heads)
+        self.layers: tuple[int, ...] = check_index("layers", settings.layers, self.n_layers)
+        self.heads: tuple[int, ...] = check_index("heads", settings.heads, self.n_heads)
         self._is_decoder = families.is_decoder(model)
+        self.max_tokens = self._max_tokens(tokenizer, model, settings.max_length)
+        self.report = ExtractionReport(max_tokens=self.max_tokens, max_attention_mb=self.max_attention_mb)
+        self._capture = Capture(model, tokenizer, self.device, layers=self.layers, heads=self.heads,
+                                n_layers=self.n_layers, n_heads=self.n_heads, from_pool=settings.from_pool,
+                                is_decoder=self._is_decoder, selective=self.selective)
+
+    @staticmethod
+    def _max_tokens(tokenizer: Any, model: Any, max_length: int | None) -> int:
+        """Most tokens per input: ``max_length``, else the model's maximum (512 when it names none).
+
+        Raises:
+            ConfigError: ``max_length`` over the model's maximum, or leaving no room for words after the specials.
+        """
         limits = families.position_limits(tokenizer, model)
-        self.max_tokens: int = int(max_length) if max_length is not None else (min(limits) if limits else 512)
+        max_tokens = max_length if max_length is not None else (min(limits) if limits else 512)
         if max_length is not None and limits and max_length > min(limits):
             raise ConfigError(f"max_length {max_length} is over the model's maximum of {min(limits)} tokens")
         n_special = len(tokenizer(["a"], is_split_into_words=True)["input_ids"]) - \
             len(tokenizer(["a"], is_split_into_words=True, add_special_tokens=False)["input_ids"])
-        if self.max_tokens <= n_special:
+        if max_tokens <= n_special:
             raise ConfigError(f"max_length must leave room for words after the {n_special} special tokens, "
-                              f"found {self.max_tokens}")
-        self.report = ExtractionReport(max_tokens=self.max_tokens, max_attention_mb=self.max_attention_mb)
-        self._capture = Capture(model, tokenizer, self.device, layers=self.layers, heads=self.heads,
-                                n_layers=self.n_layers, n_heads=self.n_heads, from_pool=from_pool,
-                                is_decoder=self._is_decoder, selective=self.selective)
+                              f"found {max_tokens}")
+        return max_tokens
 
     # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_settings(cls, model: Any, tokenizer: Any, settings: ExtractorSettings) -> AttentionExtractor:
+        """An extractor of a loaded ``model`` and ``tokenizer`` with ``settings`` checked already
+        (:func:`~probes.extraction.checks.check_options`): the constructor without its check."""
+        extractor = cls.__new__(cls)
+        extractor._build(model, tokenizer, settings)
+        return extractor
+
     @classmethod
     def from_pretrained(cls, name_or_path: str | Path, *, revision: str | None = None,
                         device_map: str | dict[str, Any] | None = None, **options: Any) -> AttentionExtractor:
@@ -229,19 +252,25 @@ class AttentionExtractor:
         ``"disk"``); it is placed once, at loading, and never moved: inputs go to the device of its input
         embeddings, and ``device`` must then be left out.
 
+        The options (the constructor's) are checked once, before the model loads, and the name resolved once;
+        then :meth:`load`.
+
         Raises:
             ConfigError: a bad option, ``device`` given with ``device_map``, or accelerate missing.
         """
-        check_options(**{k: v for k, v in options.items() if k in CHECKED_OPTIONS})  # before the model loads
-        if device_map is not None and options.get("device") is not None:
-            raise ConfigError(f"give device or device_map, not both (found device {options['device']!r} and "
-                              f"device_map {device_map!r}): a device map places the model itself")
-        model, tokenizer, name = load_pretrained(
-            name_or_path, revision=revision, dtype=DTYPES.get(options.get("dtype", "float32"), torch.float32),
-            progress=options.get("progress", True), device_map=device_map)
-        extractor = cls(model, tokenizer, **options)
+        settings = check_options(device_map=device_map, **options)  # before the model loads
+        return cls.load(ResolvedModel.of(name_or_path), settings, revision=revision)
+
+    @classmethod
+    def load(cls, model: ResolvedModel, settings: ExtractorSettings, *, revision: str | None = None
+             ) -> AttentionExtractor:
+        """Load a resolved ``model`` (:meth:`ResolvedModel.of`) and build its extractor with checked ``settings``;
+        nothing is checked or resolved again."""
+        net, tokenizer, name = load_resolved(model, revision=revision, dtype=DTYPES[settings.dtype],
+                                             progress=settings.progress, device_map=settings.device_map)
+        extractor = cls.from_settings(net, tokenizer, settings)
         extractor.name_or_path = name
-        extractor.revision = revision or getattr(model.config, "_commit_hash", None)
+        extractor.revision = revision or getattr(net.config, "_commit_hash", None)
         return extractor
 
     # ------------------------------------------------------------------ facts
@@ -347,7 +376,7 @@ class AttentionExtractor:
         out: list[npt.NDArray[np.float32]] = []
         for start in range(0, len(alignments), self.batch_size):
             _, maps, _ = self._capture.forward(alignments[start: start + self.batch_size], keep_tokens=True)
-            out += [np.asarray(m, dtype=np.float32) for m in maps]  # type: ignore[arg-type]
+            out += [np.asarray(m, dtype=np.float32) for m in maps]
         return out
 
     # ------------------------------------------------------------------ streaming
@@ -391,10 +420,10 @@ class AttentionExtractor:
         """The generator behind :meth:`iter_words`: fill bounded buffers, run each, close the progress bar."""
         _quiet_length_warning(self.tokenizer)  # over-long inputs are reported by ``self.report``, not transformers
         if total is None and hasattr(items, "__len__"):
-            total = len(items)  # type: ignore[arg-type]
+            total = len(items)  # type: ignore[arg-type]  # hasattr does not narrow an Iterable to Sized
         bar = tqdm(total=total, unit=unit, file=sys.stderr, disable=not self.progress, desc=desc,
                    dynamic_ncols=True, mininterval=0.5)
-        bar.probes_advance = advance  # type: ignore[attr-defined]  # read by _run_buffer
+        bar.probes_advance = advance  # read by _run_buffer
         buffer: list[T] = []
         size, per_pair, held = _BUFFER_BATCHES * self.batch_size, len(self.layers) * len(self.heads), 0
         try:

@@ -19,14 +19,17 @@ common ``transformers`` API lives here, so a new model family is one :class:`Fam
   one chunk of a fused q/k/v projection), the key/value heads of grouped-query attention and the keys a
   query may see (causal decoders, sliding windows);
 * the marks tokenizers put on word pieces (:func:`word_start_marks`, :func:`continuation_marks`), which
-  :func:`probes.extraction.attention.is_punct_token` and the atlas's word labels take off.
+  :func:`probes.extraction.attention.is_punct_token` and the atlas's word labels take off;
+* for the families ``probes train`` builds from scratch (:func:`trainable_families`), how: the config and model
+  classes, the config's names for the sizes, the objective, the tokenizer trained for it and the parameter count
+  (:class:`Trainable`, from :class:`Sizes`).
 
 No torch import at module level: the functions take loaded models and tokenizers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -36,10 +39,106 @@ __all__ = ["Family", "FAMILIES", "family_of", "word_start_marks", "continuation_
            "HEAD_OUTPUT_MODULES", "POSITION_EMBEDDING_MODULES", "NO_MAX_LENGTH", "HeadSite", "text_config", "n_layers",
            "n_heads", "head_dim", "is_decoder", "is_byte_level", "position_limits", "embedding_parameters",
            "head_sites", "VALUE_MODULES", "ValueSite", "n_kv_heads", "key_window", "value_sites", "QueryKeySite",
-           "query_key_sites"]
+           "query_key_sites", "Sizes", "Trainable", "trainable_families"]
 
 #: Tokenizers report a huge ``model_max_length`` (about 1e30) when they have none.
 NO_MAX_LENGTH = 10**8
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """The sizes of a small model trained from scratch (``probes train``), in words every family shares.
+
+    Attributes:
+        layers, heads, hidden: transformer layers, attention (query) heads per layer and the hidden size (a head
+            is ``hidden / heads`` wide).
+        intermediate: the MLP's width.
+        kv_heads: key/value heads per layer (``heads`` where there is no grouped-query attention).
+        positions: the longest input, in tokens.
+        vocab: the vocabulary's size.
+        attention_dropout: dropout on attention probabilities; hidden_dropout: every other dropout.
+    """
+
+    layers: int
+    heads: int
+    hidden: int
+    intermediate: int
+    kv_heads: int
+    positions: int
+    vocab: int
+    attention_dropout: float = 0.0
+    hidden_dropout: float = 0.0
+
+
+@dataclass(frozen=True)
+class Trainable:
+    """How ``probes train`` builds a small model of one family from :class:`Sizes` (a :class:`Family`'s ``training``).
+
+    Attributes:
+        config_class, model_class: the ``transformers`` config class and the language model built from it.
+        masked_lm: trained as a masked-LM encoder (else as a causal LM).
+        byte_level: the tokenizer trained for it is byte-level BPE over all 256 bytes (else BERT-style BPE).
+        special_tokens: that tokenizer's special tokens (byte-level: end of text, then padding).
+        hidden_dropout: the config has dropouts besides the attention's (Llama's has none).
+        grouped_query: the key/value heads may be fewer than the query heads.
+        config_fields: the config's own names for the sizes (``Sizes -> keyword arguments``; the vocabulary, the
+            special tokens' ids and the attention kernel are the caller's).
+        parameters: the parameters ``model_class`` has at those sizes (an embedding tied to the LM head counted
+            once), to check the memory a run needs before it is built.
+    """
+
+    config_class: str
+    model_class: str
+    masked_lm: bool
+    byte_level: bool
+    special_tokens: tuple[str, ...]
+    hidden_dropout: bool
+    grouped_query: bool
+    config_fields: Callable[[Sizes], dict[str, Any]]
+    parameters: Callable[[Sizes], int]
+
+
+def _bert_fields(s: Sizes) -> dict[str, Any]:
+    return {"hidden_size": s.hidden, "num_hidden_layers": s.layers, "num_attention_heads": s.heads,
+            "intermediate_size": s.intermediate, "max_position_embeddings": s.positions, "type_vocab_size": 2,
+            "hidden_dropout_prob": s.hidden_dropout, "attention_probs_dropout_prob": s.attention_dropout}
+
+
+def _bert_parameters(s: Sizes) -> int:
+    """q, k, v, o with biases, two LayerNorms and the MLP a layer; words, positions, 2 types; the MLM transform
+    (the LM head is tied to the word embeddings, its bias counted)."""
+    h, inner = s.hidden, s.intermediate
+    layer = 4 * h * h + 2 * h * inner + 9 * h + inner
+    return s.vocab * h + s.positions * h + 2 * h + 2 * h + s.layers * layer + h * h + 3 * h + s.vocab
+
+
+def _gpt2_fields(s: Sizes) -> dict[str, Any]:
+    return {"n_embd": s.hidden, "n_layer": s.layers, "n_head": s.heads, "n_inner": s.intermediate,
+            "n_positions": s.positions, "attn_pdrop": s.attention_dropout, "resid_pdrop": s.hidden_dropout,
+            "embd_pdrop": s.hidden_dropout}
+
+
+def _gpt2_parameters(s: Sizes) -> int:
+    """BERT's blocks; words and positions; a final LayerNorm (the LM head tied, without bias)."""
+    h, inner = s.hidden, s.intermediate
+    layer = 4 * h * h + 2 * h * inner + 9 * h + inner
+    return s.vocab * h + s.positions * h + s.layers * layer + 2 * h
+
+
+def _llama_fields(s: Sizes) -> dict[str, Any]:
+    return {"hidden_size": s.hidden, "num_hidden_layers": s.layers, "num_attention_heads": s.heads,
+            "num_key_value_heads": s.kv_heads, "intermediate_size": s.intermediate,
+            "max_position_embeddings": s.positions, "attention_dropout": s.attention_dropout}
+
+
+def _llama_parameters(s: Sizes) -> int:
+    """No biases, a gated MLP and two RMSNorms a layer; rotary positions; an LM head of its own."""
+    h, kv = s.hidden, s.kv_heads * (s.hidden // s.heads)
+    layer = 2 * h * h + 2 * h * kv + 3 * h * s.intermediate + 2 * h
+    return 2 * s.vocab * h + s.layers * layer + h
+
+
+_BYTE_SPECIALS = ("<|endoftext|>", "<pad>")
 
 
 @dataclass(frozen=True)
@@ -67,6 +166,7 @@ class Family:
         word_start: marks the family's tokenizer puts on a word's first token (byte-level BPE ``"Ġ"``,
             SentencePiece ``"▁"``), taken off before a token is compared with "." or "," or shown as a label.
         continuation: marks on a word's later tokens (WordPiece ``"##"``), taken off in labels.
+        training: how ``probes train`` builds a small model of the family from scratch (None: it does not).
     """
 
     decoder: bool = False
@@ -79,6 +179,7 @@ class Family:
     position_embeddings: str | None = None
     word_start: tuple[str, ...] = ()
     continuation: tuple[str, ...] = ()
+    training: Trainable | None = None
 
 
 _BERT = Family(layers="encoder.layer", head_output="attention.output.dense", values="attention.self.value",
@@ -101,8 +202,13 @@ _LLAMA = Family(decoder=True, layers="layers", head_output="self_attn.o_proj", v
 #:   reads key/value head ``h // (H / KV)``); causal; sliding layers (``layer_types``, or every layer when
 #:   ``sliding_window`` is set without ``layer_types``) see ``i - W < j <= i``.
 #: * gpt_neox: a decoder only (its fused q/k/v interleaves the heads: no interventions yet).
+#:
+#: ``probes train`` builds bert (a masked-LM encoder), gpt2 and llama (causal LMs): their ``training``.
 FAMILIES: dict[str, Family] = {
-    "bert": _BERT,
+    "bert": replace(_BERT, training=Trainable(
+        config_class="BertConfig", model_class="BertForMaskedLM", masked_lm=True, byte_level=False,
+        special_tokens=("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"), hidden_dropout=True, grouped_query=False,
+        config_fields=_bert_fields, parameters=_bert_parameters)),
     "roberta": replace(_BERT, continuation=(), word_start=("Ġ",)),
     "xlm-roberta": replace(_BERT, continuation=(), word_start=("▁",)),
     "camembert": replace(_BERT, continuation=(), word_start=("▁",)),
@@ -112,8 +218,15 @@ FAMILIES: dict[str, Family] = {
     "modernbert": Family(layers="layers", head_output="attn.Wo", values="attn.Wqkv", fused=(2, 3),
                          query_key=("attn.Wqkv", "attn.Wqkv"), symmetric_window=True, word_start=("Ġ",)),
     "gpt2": Family(decoder=True, layers="h", head_output="attn.c_proj", values="attn.c_attn", fused=(2, 3),
-                   query_key=("attn.c_attn", "attn.c_attn"), position_embeddings="wpe", word_start=("Ġ",)),
-    "llama": replace(_LLAMA, word_start=("▁", "Ġ")),  # Llama 2: SentencePiece; Llama 3: byte-level BPE
+                   query_key=("attn.c_attn", "attn.c_attn"), position_embeddings="wpe", word_start=("Ġ",),
+                   training=Trainable(config_class="GPT2Config", model_class="GPT2LMHeadModel", masked_lm=False,
+                                      byte_level=True, special_tokens=_BYTE_SPECIALS, hidden_dropout=True,
+                                      grouped_query=False, config_fields=_gpt2_fields, parameters=_gpt2_parameters)),
+    "llama": replace(_LLAMA, word_start=("▁", "Ġ"),  # Llama 2: SentencePiece; Llama 3: byte-level BPE
+                     training=Trainable(config_class="LlamaConfig", model_class="LlamaForCausalLM", masked_lm=False,
+                                        byte_level=True, special_tokens=_BYTE_SPECIALS, hidden_dropout=False,
+                                        grouped_query=True, config_fields=_llama_fields,
+                                        parameters=_llama_parameters)),
     "mistral": _LLAMA,
     "qwen2": replace(_LLAMA, word_start=("Ġ",)),
     "qwen3": replace(_LLAMA, query_key=None, word_start=("Ġ",)),  # q/k norms would undo a q/k scale
@@ -125,6 +238,12 @@ FAMILIES: dict[str, Family] = {
 def family_of(model_or_config: Any) -> Family | None:
     """The :class:`Family` of a model or config by its ``model_type`` (None for a family not in :data:`FAMILIES`)."""
     return FAMILIES.get(getattr(text_config(model_or_config), "model_type", None) or "")
+
+
+def trainable_families() -> dict[str, Trainable]:
+    """``model_type`` -> :class:`Trainable` of every family ``probes train`` builds, in table order (read from
+    :data:`FAMILIES` now)."""
+    return {name: family.training for name, family in FAMILIES.items() if family.training is not None}
 
 
 def _marks(field: str) -> tuple[str, ...]:
@@ -284,12 +403,13 @@ def key_window(model: Any, layer: int) -> tuple[int | None, int | None]:
     window = getattr(config, "sliding_window", None)
     layer_types = getattr(config, "layer_types", None)
     sliding = window is not None and (layer_types[layer] == "sliding_attention" if layer_types else True)
+    size = int(window) if sliding and window is not None else None  # this layer's window (None: it has none)
     family = family_of(config)
     if family is not None and family.symmetric_window:
-        return (int(window), int(window)) if sliding else (None, None)
+        return size, size
     if not is_decoder(model):
         return None, None
-    return (int(window) - 1, 0) if sliding else (None, 0)
+    return (None if size is None else size - 1), 0
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import numbers
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -31,6 +31,9 @@ import numpy.typing as npt
 from probes.errors import ConfigError, InputError, ModelOutputError, ProbesError
 from probes.extraction.attention import is_punct_token
 from probes.results import Result, head_axes, head_names, long_table
+
+if TYPE_CHECKING:
+    from probes.extraction.loading import ResolvedModel
 
 __all__ = ["KEY_TYPES", "CHOICES", "DEFAULT_GRADIENT_ITEMS", "MASK_RATE", "OBJECTIVES", "KeyTypeGradients", "EncodedItem",
            "gradient_importance", "importance_from_model", "load_lm", "encode_items", "attention_gradients",
@@ -159,8 +162,9 @@ def _is_decoder_config(config: Any) -> bool:
         (family is not None and family.decoder)
 
 
-def load_lm(name_or_path: str | Path, *, dtype: Any = None) -> tuple[Any, Any, str, str]:
-    """``(model with its LM head, tokenizer, resolved name, objective)``, eager attention, eval mode.
+def load_lm(name_or_path: str | Path | ResolvedModel, *, dtype: Any = None) -> tuple[Any, Any, str, str]:
+    """``(model with its LM head, tokenizer, resolved name, objective)``, eager attention, eval mode (a name is
+    resolved here; a :class:`~probes.extraction.loading.ResolvedModel` was resolved already).
 
     Raises:
         ConfigError: the model cannot be loaded, or its checkpoint lacks the LM head's weights
@@ -170,10 +174,10 @@ def load_lm(name_or_path: str | Path, *, dtype: Any = None) -> tuple[Any, Any, s
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM
     from transformers.utils import logging as hf_logging
 
-    from probes.extraction.loading import _first_line, check_model, load_tokenizer, resolve_model
+    from probes.extraction.loading import ResolvedModel, _first_line, check_model, load_tokenizer
     from probes.extraction.weight_files import pickles_refused
 
-    name = resolve_model(str(name_or_path))
+    name = (name_or_path if isinstance(name_or_path, ResolvedModel) else ResolvedModel.of(name_or_path)).path
     check_model(name)  # before transformers reads it: no code of its own, regular files, sound weight headers
     objective = "language-model"
     try:
@@ -186,9 +190,11 @@ def load_lm(name_or_path: str | Path, *, dtype: Any = None) -> tuple[Any, Any, s
         hf_logging.disable_progress_bar()  # a second "Loading weights" bar would say nothing new
         try:
             with pickles_refused(name):
-                model, info = auto.from_pretrained(name, attn_implementation="eager", output_loading_info=True,
+                # (model, info) with output_loading_info=True, though transformers annotates the model alone
+                loaded: Any = auto.from_pretrained(name, attn_implementation="eager", output_loading_info=True,
                                                    dtype=torch.float32 if dtype is None else dtype,
                                                    trust_remote_code=False)
+                model, info = loaded
         finally:
             hf_logging.set_verbosity(level)
             if bar:
@@ -219,7 +225,7 @@ def _words_of(item: Any) -> list[str]:
     return list(words)
 
 
-def _key_types(tokenizer: Any, ids: Sequence[int], word_ids: Sequence[int | None]) -> npt.NDArray[np.intp]:
+def _key_types(tokenizer: Any, ids: npt.NDArray[np.int64], word_ids: Sequence[int | None]) -> npt.NDArray[np.intp]:
     """``(T,)`` key type of each token: start specials, end specials, "."/",", others."""
     seen_word = np.cumsum([w is not None for w in word_ids]) > 0  # (T,) a word token at or before
     special = np.array([w is None for w in word_ids], dtype=bool)
@@ -423,13 +429,14 @@ def _check_count(name: str, value: Any) -> None:
         raise ConfigError(f"{name} must be a whole number >= 1, found {value!r}")
 
 
-def gradient_importance(model_path_or_name: str | Path, sentences: Sequence[Any], *,
+def gradient_importance(model_path_or_name: str | Path | ResolvedModel, sentences: Sequence[Any], *,
                         max_items: int | None = DEFAULT_GRADIENT_ITEMS,
                         seed: int = 0, batch_size: int = 32, device: Any = None) -> KeyTypeGradients:
     """Clark et al.'s gradient importance of attention by key type (``sep``, ``cls``, ``punct``, ``other``).
 
     Args:
-        model_path_or_name: a folder, hub name or ``package:NAME`` of a checkpoint WITH its LM head.
+        model_path_or_name: a folder, hub name or ``package:NAME`` of a checkpoint WITH its LM head (or that name
+            resolved already: :class:`~probes.extraction.loading.ResolvedModel`).
         sentences: :class:`~probes.corpora.types.Sentence` objects or word lists; the first
             ``max_items`` are used (None: all).
         seed: masking seed; batch_size: examples per backward pass; device: cpu, cuda ... (None: auto).

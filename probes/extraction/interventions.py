@@ -50,6 +50,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from probes.errors import ConfigError, InputError
@@ -110,12 +111,14 @@ def _check_gates(gates: torch.Tensor | None, expected: tuple[int, int]) -> None:
                           f"found {tuple(gates.shape)}")
 
 
-def _check_means(means: torch.Tensor | None, sites: list[HeadSite]) -> None:
+def _checked_means(means: torch.Tensor | None, sites: list[HeadSite]) -> torch.Tensor:
+    """``means`` once checked to be ``(n_layers, n_heads, head_dim)`` for ``sites``."""
     expected = (len(sites), sites[0].n_heads, sites[0].head_dim)
     if means is None or tuple(means.shape) != expected:
         found = None if means is None else tuple(means.shape)
         raise ConfigError(f"means: mean ablation expects (n_layers, n_heads, head_dim) = {expected} "
                           f"(probes.extraction.interventions.head_means), found {found}")
+    return means
 
 
 def _gate_factor(gate: torch.Tensor, heads: torch.Tensor) -> torch.Tensor:
@@ -173,7 +176,20 @@ def _head_hook(site: HeadSite, gate: torch.Tensor | None, ablated: torch.Tensor 
     return hook
 
 
-def _mask_hook(module: Any, state: dict[str, Any]) -> Any:
+@dataclass
+class _UniformState:
+    """What the uniform ablation's hooks capture during a forward pass: the batch's attention mask (``None``
+    when not passed) and each hooked layer's values ``(B, T, H, d)``."""
+
+    mask: torch.Tensor | None = None
+    values: dict[int, torch.Tensor] = field(default_factory=dict)
+
+    def clear(self) -> None:
+        self.mask = None
+        self.values.clear()
+
+
+def _mask_hook(module: Any, state: _UniformState) -> Any:
     """A forward pre-hook on ``module`` keeping the batch's attention mask (``None`` when not passed)."""
     names = list(inspect.signature(module.forward).parameters)
     position = names.index("attention_mask") if "attention_mask" in names else None
@@ -185,24 +201,24 @@ def _mask_hook(module: Any, state: dict[str, Any]) -> Any:
         if mask is not None and mask.dim() != 2:
             raise ConfigError(f"uniform attention: expected a (batch, tokens) attention_mask, found shape "
                               f"{tuple(mask.shape)}")
-        state["mask"] = mask
+        state.mask = mask
 
     return hook
 
 
-def _uniform_replacement(site: ValueSite, state: dict[str, Any]) -> Replacement:
+def _uniform_replacement(site: ValueSite, state: _UniformState) -> Replacement:
     """The uniform-attention output ``(B, T, k, d)`` of heads ``index`` from the captured values and mask
     (their rows ``rows``)."""
     import torch
 
     def replacement(heads: torch.Tensor, index: torch.Tensor, rows: slice) -> torch.Tensor:
-        values = state.get(site.layer)
+        values = state.values.get(site.layer)
         values = None if values is None else values[rows]
         if values is None or heads.dim() != 4 or values.shape[:2] != heads.shape[:2]:
             raise ConfigError(f"uniform attention: expected the values of layer {site.layer} "
                               f"({site.name}) for {tuple(heads.shape[:2])} tokens, found "
                               f"{None if values is None else tuple(values.shape[:2])}")
-        mask = state.get("mask")
+        mask = state.mask
         mask = torch.ones(heads.shape[:2], dtype=torch.bool, device=heads.device) if mask is None else mask[rows]
         return uniform_output(values.index_select(2, index.to(values.device)), mask, site.before,
                               site.after).to(heads.dtype)
@@ -210,9 +226,9 @@ def _uniform_replacement(site: ValueSite, state: dict[str, Any]) -> Replacement:
     return replacement
 
 
-def _value_hook(site: ValueSite, state: dict[str, Any]) -> Any:
+def _value_hook(site: ValueSite, state: _UniformState) -> Any:
     def hook(module: Any, args: tuple[Any, ...], output: Any) -> None:
-        state[site.layer] = site.values(output)  # (B, T, H, d)
+        state.values[site.layer] = site.values(output)  # (B, T, H, d)
 
     return hook
 
@@ -243,7 +259,8 @@ def intervene(model: Any, *, gates: torch.Tensor | None = None, ablate: torch.Te
         raise ConfigError(f"ablation: expected one of {ABLATIONS}, found {ablation!r}")
     _check_gates(gates, expected)
     mask = _as_mask(ablate, expected)
-    handles, state = [], {}  # type: ignore[var-annotated]
+    handles: list[Any] = []
+    state = _UniformState()
     try:
         replacements = _replacements(model, sites, mask, ablation, means, state, handles)
         for site in sites:
@@ -260,7 +277,7 @@ def intervene(model: Any, *, gates: torch.Tensor | None = None, ablate: torch.Te
 
 
 def _replacements(model: Any, sites: list[HeadSite], mask: torch.Tensor | None, ablation: str,
-                  means: torch.Tensor | None, state: dict[str, Any], handles: list[Any]
+                  means: torch.Tensor | None, state: _UniformState, handles: list[Any]
                   ) -> list[Replacement]:
     """Per layer, what the output ``(..., k, d)`` of ablated heads ``index`` ``(k,)`` becomes, given all heads'
     ``(..., H, d)`` (registering the hooks it needs)."""
@@ -273,9 +290,12 @@ def _replacements(model: Any, sites: list[HeadSite], mask: torch.Tensor | None, 
         return [lambda heads, index, rows: heads.new_zeros(*heads.shape[:-2], index.shape[0], heads.shape[-1])
                 ] * len(sites)
     if ablation == "mean":
-        _check_means(means, sites)
-        return [lambda heads, index, rows, layer=site.layer: shaped(heads, index, means[layer][index.to(means.device)])
-                for site in sites]
+        checked = _checked_means(means, sites)
+
+        def mean_of(layer: int) -> Replacement:
+            return lambda heads, index, rows: shaped(heads, index, checked[layer][index.to(checked.device)])
+
+        return [mean_of(site.layer) for site in sites]
     base = getattr(model, "base_model", model)  # runs whatever head the model has, and gets the mask by name
     handles.append(base.register_forward_pre_hook(_mask_hook(base, state), with_kwargs=True))
     values = value_sites(model)

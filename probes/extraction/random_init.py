@@ -37,12 +37,15 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from probes.atomic_io import atomic_folder
 from probes.errors import ConfigError, ProbesError
 from probes.extraction.model_folder import check_model_folder
 from probes.extraction.weight_files import check_weight_files, pickles_refused
+
+if TYPE_CHECKING:  # pragma: no cover
+    from transformers import PretrainedConfig
 
 __all__ = ["RANDOM_INIT_PREFIX", "QueryKeyOption", "parse_random_init", "parse_random_init_options",
            "random_init_folder", "is_random_init", "save_model_folder"]
@@ -234,7 +237,7 @@ def random_init_folder(spec: str, base_path: str, load_tokenizer: Callable[[str]
     return str(folder)
 
 
-def _load_config(base_path: str, spec: str) -> object:
+def _load_config(base_path: str, spec: str) -> PretrainedConfig:
     from transformers import AutoConfig
 
     try:
@@ -330,7 +333,7 @@ def _load_base(base_path: str, spec: str) -> Any:
             hf_logging.enable_progress_bar()
 
 
-def _draw(config: object, seed: int) -> Any:
+def _draw(config: PretrainedConfig, seed: int) -> Any:
     """The architecture of ``config`` with every weight drawn after ``torch.manual_seed(seed)``."""
     import torch
     from transformers import AutoModel

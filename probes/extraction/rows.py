@@ -8,8 +8,9 @@ attention function registered with transformers' ``AttentionInterface``:
 * the layer's output is ``torch.nn.functional.scaled_dot_product_attention`` over the same queries,
   keys, values, scaling and (eager, additive) mask that eager attention gets, so the model computes
   what it computes with eager attention, to float rounding;
-* the probability rows asked for (``(B, R)`` token indices, set per forward pass by :func:`asking`)
-  are recomputed as eager attention computes them, ``softmax(q_rows k^T * scaling + mask_rows)``, and
+* the probability rows asked for (``(B, R)`` token indices, given to the forward pass as the keyword
+  argument ``probes_rows``, which transformers hands on to every layer's attention function) are
+  recomputed as eager attention computes them, ``softmax(q_rows k^T * scaling + mask_rows)``, and
   returned as the layer's weights ``(B, H, R, T)``, which the extractor's forward hooks pool to words.
 
 A model whose attention passes what this function does not model (a logit soft-cap, attention sinks, a
@@ -20,7 +21,6 @@ imported with torch (by the extractor's :mod:`probes.extraction.capture`).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,7 +30,7 @@ import torch
 
 from probes.extraction.align import Alignment
 
-__all__ = ["IMPLEMENTATION", "RowsUnsupported", "asking", "register", "rows_attention", "token_rows"]
+__all__ = ["IMPLEMENTATION", "RowsUnsupported", "register", "rows_attention", "token_rows"]
 
 #: The name the function is registered under (``config._attn_implementation`` while rows are asked for).
 IMPLEMENTATION = "probes_rows"
@@ -38,33 +38,21 @@ IMPLEMENTATION = "probes_rows"
 #: Keyword arguments that change the attention probabilities in ways this function does not reproduce.
 _UNMODELLED = ("softcap", "s_aux", "sinks", "position_bias")
 
-_asked = threading.local()  # .rows: (B, R) token indices of the forward pass running on this thread
-
 
 class RowsUnsupported(RuntimeError):
     """The model's attention passes something (named) that rows-only attention does not reproduce."""
 
 
-class asking:  # noqa: N801  (a context manager, used as ``with asking(rows):``)
-    """Within the block, forward passes on this thread compute the probability rows ``rows`` ``(B, R)``."""
-
-    def __init__(self, rows: torch.Tensor) -> None:
-        self.rows = rows
-
-    def __enter__(self) -> None:
-        _asked.rows = self.rows
-
-    def __exit__(self, *exc: object) -> None:
-        _asked.rows = None
-
-
 def rows_attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                    attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
-                   **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
+                   *, probes_rows: torch.Tensor | None = None, **kwargs: Any
+                   ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The layer's output ``(B, T, H, d)`` by SDPA, and its probability rows ``(B, H, R, T)`` asked for.
 
     ``query`` ``(B, H, T, d)``; ``key``, ``value`` ``(B, H_kv, T, d)`` (grouped-query heads are repeated);
-    ``attention_mask``: eager's additive float mask ``(B or 1, 1, T, T)`` or None (no mask).
+    ``attention_mask``: eager's additive float mask ``(B or 1, 1, T, T)`` or None (no mask);
+    ``probes_rows``: the ``(B, R)`` token rows to compute, a keyword argument of the model's forward pass that
+    transformers hands on to the attention function (None: no weights returned).
     """
     found = [name for name in _UNMODELLED if kwargs.get(name) is not None]
     if found:
@@ -79,10 +67,9 @@ def rows_attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: t
     output = torch.nn.functional.scaled_dot_product_attention(
         query, key, value, attn_mask=mask, dropout_p=dropout if module.training else 0.0, scale=scaling)
     output = output.transpose(1, 2).contiguous()  # (B, T, H, d), as eager attention returns it
-    rows: torch.Tensor | None = getattr(_asked, "rows", None)
-    if rows is None:
+    if probes_rows is None:
         return output, None
-    rows = rows.to(query.device)  # a no-op but where a device map puts layers on several devices
+    rows = probes_rows.to(query.device)  # a no-op but where a device map puts layers on several devices
     batch, heads, _, dim = query.shape
     n_rows, n_keys = rows.shape[1], key.shape[-2]
     picked = query.gather(2, rows[:, None, :, None].expand(batch, heads, n_rows, dim))  # (B, H, R, d)
@@ -112,7 +99,7 @@ def token_rows(alignments: Sequence[Alignment], words: Sequence[npt.NDArray[np.i
     chosen: list[tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]] = []
     for al, asked in zip(alignments, words):
         wanted = np.zeros(al.n_positions, dtype=bool)
-        wanted[np.flatnonzero(~al.is_special)[asked]] = True  # type: ignore[index]
+        wanted[np.flatnonzero(~al.is_special)[asked]] = True
         position = al.token_position  # (T_b,)
         keep = wanted[position]
         if from_pool == "first":

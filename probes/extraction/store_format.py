@@ -174,7 +174,8 @@ def sentence_from_json(data: bytes, path: Path, line: int) -> Sentence:
         fields = loads_json(data.decode("utf-8"), path=path, what="a JSON sentence")
         if not isinstance(fields, dict):
             raise TypeError(f"expected a JSON object, found {type(fields).__name__}")
-        return Sentence(**{k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()})
+        values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()}
+        return Sentence(**values)  # an unknown or missing field is a TypeError, reported below
     except (InputError, TypeError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
         reason = exc.reason if isinstance(exc, InputError) else str(exc)
         raise StoreError(f"expected a stored sentence, found one that cannot be read: {reason}", path=path,

@@ -110,12 +110,10 @@ def mds_layout(distance: npt.ArrayLike, seed: int = 0) -> npt.NDArray[np.float64
     if n <= int(MDS_SETTINGS["random_starts_up_to"]):  # each start costs ~N^2 per step: large models get one
         starts += [np.random.default_rng(seed + i + 1).uniform(size=(n, dims))
                    for i in range(int(MDS_SETTINGS["random_starts"]))]
-    best: tuple[float, Any] | None = None
-    for init in starts:
-        layout, stress = smacof(d, init, max_iter=int(MDS_SETTINGS["max_iter"]), eps=float(MDS_SETTINGS["eps"]))
-        if best is None or stress < best[0]:
-            best = (stress, layout)
-    return np.asarray(best[1], dtype=np.float64) * scale  # type: ignore[index]
+    fits = (smacof(d, init, max_iter=int(MDS_SETTINGS["max_iter"]), eps=float(MDS_SETTINGS["eps"]))
+            for init in starts)  # (layout, stress) of each start
+    layout, _ = min(fits, key=lambda fit: fit[1])  # the first start of the lowest stress
+    return np.asarray(layout, dtype=np.float64) * scale
 
 
 def smacof(d: npt.NDArray[np.float64], init: npt.NDArray[np.float64], *, max_iter: int = 1000,

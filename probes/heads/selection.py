@@ -245,7 +245,8 @@ def _near_ties(report: HeadScores, relation: str, pick: tuple[int, int, int],
     if groups is not None:
         correct, total = groups.sum(correct), groups.sum(total)
     chosen = int(np.ravel_multi_index(pick, shape))
-    return tuple(tie_name(report, *np.unravel_index(int(c), shape)) for c in near_ties(correct, total, chosen))
+    return tuple(tie_name(report, *(int(i) for i in np.unravel_index(int(c), shape)))
+                 for c in near_ties(correct, total, chosen))
 
 
 def _tests(diff: npt.NDArray[np.int64], total: npt.NDArray[np.int64], testable: npt.NDArray[np.bool_]

@@ -73,7 +73,7 @@ def ablation_groups(masks: npt.NDArray[np.bool_], rows: int, width: int, max_tok
     lowest layer are of near-equal size (9 heads at K = 4 give 3, 3, 3, not 4, 4, 1).
     """
     n_layers = masks.shape[1]
-    per_layer = masks.any(axis=2)  # (M, L)
+    per_layer = np.asarray(masks.any(axis=2))  # (M, L); asarray: the stubs type a reduction as maybe a scalar
     lowest = np.where(per_layer.any(axis=1), per_layer.argmax(axis=1), n_layers)  # (M,)
     k = max(1, max_tokens // max(1, rows * width))
     groups: list[tuple[int, list[int]]] = []

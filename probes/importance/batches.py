@@ -150,7 +150,8 @@ def _batch(chunk: Sequence[EncodedSentence], pad_id: int, device: Any) -> Batch:
     ids = _pad([s.input_ids for s in chunk], width, pad_id)  # (B, T)
     mask = _pad([np.ones_like(s.input_ids) for s in chunk], width, 0)  # (B, T)
     words = _pad([s.word_index for s in chunk], width, -1)  # (B, T)
-    return Batch(tuple(chunk), *(torch.from_numpy(a).to(device) for a in (ids, mask, words)))
+    input_ids, attention_mask, word_index = (torch.from_numpy(a).to(device) for a in (ids, mask, words))
+    return Batch(tuple(chunk), input_ids, attention_mask, word_index)
 
 
 def make_batches(encoded: Sequence[EncodedSentence], *, pad_id: int, max_batch_tokens: int = DEFAULT_BATCH_TOKENS,

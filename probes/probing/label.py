@@ -196,7 +196,7 @@ class PerHeadLabelProbe(BaseEstimator):
         """The gold labels at this probe's relation level."""
         return self._labels(sentence)
 
-    def score(self, X: Iterable[Pair], y: None = None) -> npt.NDArray[np.float64]:  # type: ignore[override]
+    def score(self, X: Iterable[Pair], y: None = None) -> npt.NDArray[np.float64]:
         """``(n_probes,)`` label accuracy of each probe (floor last) over ``X``."""
         scorer = LabelScorer(self)
         for s, a in X:

@@ -106,7 +106,7 @@ class AttnParser(SentenceProbe):
         import torch
 
         words, root = _torch_features(attention, self._device())  # (K, m, m), (K, m, 2)
-        theta, scal = self.module_.theta, self.module_.root
+        theta, scal = self.module_.get_parameter("theta"), self.module_.get_parameter("root")
         word_logits = torch.einsum("k,kic->ic", theta, words)  # (m, m)
         root_logits = torch.einsum("k,kir,r->i", theta, root, scal)  # (m,)
         return torch.cat([root_logits[:, None], word_logits], dim=1)  # (m, m + 1)
@@ -114,11 +114,11 @@ class AttnParser(SentenceProbe):
     def head_weights(self) -> npt.NDArray[np.float32]:
         """``(2, n_layers, n_heads)`` learned weight of each map (dep_to_head, head_to_dep)."""
         check_is_fitted(self, "module_")
-        theta = self.module_.theta.detach().cpu().numpy()
+        theta = self.module_.get_parameter("theta").detach().cpu().numpy()
         return theta.reshape(2, self.n_layers_, self.n_heads_)
 
 
-class _EmbMixin:
+class _EmbMixin(SentenceProbe):
     """Static vectors of a sentence as a torch tensor, with the parameter check."""
 
     vectors: StaticVectors | None
@@ -185,13 +185,13 @@ class AttnEmbParser(_EmbMixin, SentenceProbe):
         words, root = _torch_features(attention, self._device())  # (K, m, m), (K, m, 2)
         v = self._vectors(sentence)  # (m, d)
         d = v.shape[1]
-        w, b = self.module_.dense.weight, self.module_.dense.bias  # (K, 2d), (K,)
+        w, b = self.module_.get_parameter("dense.weight"), self.module_.get_parameter("dense.bias")  # (K, 2d), (K,)
         w_cand = v @ w[:, :d].T  # (m, K): candidate word c's part
         w_dep = v @ w[:, d:].T + b  # (m, K): dependent i's part plus bias
         # sum_k (w_cand[c, k] + w_dep[i, k]) * F[k, i, c], without building (m, m, K).
         word_logits = torch.einsum("ck,kic->ic", w_cand, words) + torch.einsum("ik,kic->ic", w_dep, words)
         # ROOT candidate: zero vector, so only the dependent's part and the bias.
-        root_logits = torch.einsum("ik,kir,r->i", w_dep, root, self.module_.root)  # (m,)
+        root_logits = torch.einsum("ik,kir,r->i", w_dep, root, self.module_.get_parameter("root"))  # (m,)
         return torch.cat([root_logits[:, None], word_logits], dim=1)  # (m, m + 1)
 
 
@@ -246,12 +246,12 @@ class DistancesEmbParser(_EmbMixin, SentenceProbe):
         dist = torch.as_tensor(distance_features(m), device=self._device())  # (m, m + 1, 8)
         v = self._vectors(sentence)  # (m, d)
         d = v.shape[1]
-        w, b = self.module_.hidden.weight, self.module_.hidden.bias  # (h, 8 + 2d)
+        w, b = self.module_.get_parameter("hidden.weight"), self.module_.get_parameter("hidden.bias")  # (h, 8 + 2d)
         h_dist = dist @ w[:, :8].T  # (m, m + 1, h)
         h_cand = torch.cat([torch.zeros_like(v[:1]), v]) @ w[:, 8 : 8 + d].T  # (m + 1, h), ROOT = 0 vector
         h_dep = v @ w[:, 8 + d :].T + b  # (m, h)
         h = torch.tanh(h_dist + h_cand[None, :, :] + h_dep[:, None, :])  # (m, m + 1, h)
-        return self.module_.out(h).squeeze(-1)  # (m, m + 1)
+        return self.module_.get_submodule("out")(h).squeeze(-1)  # (m, m + 1)
 
 
 class RightBranching(BaseEstimator):

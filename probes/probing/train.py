@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import sys
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
 from contextlib import contextmanager
 from typing import Any
 
@@ -41,7 +41,7 @@ def iter_pairs(X: Iterable[Pair], *, progress: bool, desc: str) -> Iterator[Pair
         return
     from tqdm.auto import tqdm
 
-    total = len(X) if hasattr(X, "__len__") else None  # type: ignore[arg-type]
+    total = len(X) if isinstance(X, Sized) else None
     yield from tqdm(X, desc=desc, unit="sent", total=total, file=sys.stderr, leave=False)
 
 
@@ -74,7 +74,8 @@ class ShuffleBuffer:
     """
 
     def __init__(self, seed: int, size: int = SHUFFLE_BUFFER) -> None:
-        self.rng, self.size, self.items = np.random.default_rng(seed), size, []  # type: ignore[var-annotated]
+        self.rng, self.size = np.random.default_rng(seed), size
+        self.items: list[Any] = []
 
     def push(self, item: Any) -> list[Any]:
         """Add ``item``; returns the items to use now (none until the buffer is full, then one)."""
@@ -120,7 +121,7 @@ def fit_together(
     if len(transforms) != len(probes) or len(orders) != len(probes):
         raise ConfigError(f"fit_together: expected {len(probes)} transforms and orders (one per probe), "
                           f"found {len(transforms)} and {len(orders)}")
-    if epochs > 1 and iter(X) is X:  # type: ignore[call-overload]
+    if epochs > 1 and iter(X) is X:
         raise ConfigError(f"epochs={epochs} needs a re-iterable X (a store or a list), found a one-shot iterator")
     for probe in probes:
         probe._validate_params()
@@ -178,7 +179,7 @@ class SentenceProbe(BaseEstimator):
             ``self``.
         """
         self._validate_params()
-        if self.epochs > 1 and iter(X) is X:  # type: ignore[call-overload]
+        if self.epochs > 1 and iter(X) is X:
             raise ConfigError(
                 f"epochs={self.epochs} needs a re-iterable X (a store or a list), found a one-shot iterator"
             )

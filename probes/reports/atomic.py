@@ -7,27 +7,22 @@ so a run stopped at any moment (Ctrl-C, ``kill -9``, a full disk) never leaves a
 its final name. On an error the temporary file is removed, and an ``OSError`` (disk full, permission
 denied, read-only file system) becomes one :class:`~probes.errors.WriteError` naming the file.
 
-While :func:`probes.reports.writer.write_output` writes a run, its folder is an *output root*
-(:func:`output_root`): a file written through this module outside every active root is refused before
-anything is written, whichever writer made its path.
+Where a run's files may go is the run's own business: its :class:`~probes.reports.writer.OutputFolder`
+carries its folder and checks every path it hands out (and every file added) against it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from probes import atomic_io
-from probes.errors import ConfigError
 
-__all__ = ["atomic_path", "atomic_open", "write_text", "output_root", "is_temporary", "remove_temporary"]
+__all__ = ["atomic_path", "atomic_open", "write_text", "is_temporary", "remove_temporary"]
 
-_ROOTS: dict[Path, int] = {}
-_ROOTS_GUARD = threading.Lock()
 #: Temporary names of earlier versions (``.NAME.tmp-PID-N``, results' ``NAME.tmp``, locks' ``.probes.lock.*.tmp``),
 #: still removed when a stopped run of such a version left them.
 _LEGACY = re.compile(r"^\..+\.tmp-\d+-\d+$|^(result\.json|arrays\.npz)\.tmp$|^\.probes\.lock\..+\.tmp$")
@@ -50,42 +45,12 @@ def remove_temporary(folder: str | Path) -> list[Path]:
 
 
 @contextlib.contextmanager
-def output_root(folder: str | Path) -> Iterator[Path]:
-    """While the block runs, files written through this module must lie inside ``folder`` (or another root)."""
-    root = Path(folder).resolve()
-    with _ROOTS_GUARD:
-        _ROOTS[root] = _ROOTS.get(root, 0) + 1
-    try:
-        yield root
-    finally:
-        with _ROOTS_GUARD:
-            _ROOTS[root] -= 1
-            if not _ROOTS[root]:
-                del _ROOTS[root]
-
-
-def _check_inside(path: Path) -> None:
-    """Refuse ``path`` when output roots are active and it lies in none of them (links followed)."""
-    with _ROOTS_GUARD:
-        roots = list(_ROOTS)
-    if not roots:
-        return
-    resolved = path.resolve()
-    if not any(resolved.is_relative_to(root) for root in roots):
-        raise ConfigError(f"refusing to write {path}: it lies outside the output folder "
-                          f"{' or '.join(str(r) for r in roots)}")
-
-
-@contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """A temporary path next to ``path`` to write; renamed to ``path`` when the block ends without error.
 
     Raises:
-        ConfigError: ``path`` lies outside the active output folder (see the module).
         WriteError: the folder or the file cannot be written; nothing is left under either name.
     """
-    path = Path(path)
-    _check_inside(path)
     with atomic_io.atomic_file(path) as tmp:
         yield tmp
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from probes.analysis.bridging import MIN_LINKS, BridgingResult, merge_bands
 from probes.analysis.coreference import BASELINES, DISTANCE_BANDS, MENTION_TYPES, CorefResult
@@ -39,7 +40,8 @@ COLUMNS = ("all",) + MENTION_TYPES
 Rows = list[dict[str, Any]]
 
 
-def _cell(acc: float, lo: float, hi: float) -> str:
+def _cell(acc: float, lo: float | npt.NDArray[np.float64], hi: float | npt.NDArray[np.float64]) -> str:
+    """An accuracy and its interval as a table cell (``lo``, ``hi``: floats, or the 0-d arrays of bootstrap_ci)."""
     if not np.isfinite(acc):
         return "-"
     return f"{100 * acc:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
@@ -91,12 +93,13 @@ class SelectionInfo:
 
 def selection_info(record: RunRecord, has_selection: bool) -> SelectionInfo:
     """The run's :class:`SelectionInfo` from its record (older records: separate with a selection, else same)."""
-    sel = record.selection
-    if sel.get("mode") in SELECTION_MODES:
-        return SelectionInfo(str(sel["mode"]), str(sel.get("selected_on", "")), str(sel.get("reported_on", "")))
-    corpus = Path(str(record.options.get("corpus", "the data"))).name
+    sel, options = record.selection, record.options
+    if sel.mode in SELECTION_MODES:
+        return SelectionInfo(str(sel.mode), str(sel.selected_on if "selected_on" in sel else ""),
+                             str(sel.reported_on if "reported_on" in sel else ""))
+    corpus = Path(str(options.corpus if "corpus" in options else "the data")).name
     if has_selection:
-        return SelectionInfo("separate", Path(str(record.options.get("select_on"))).name, corpus)
+        return SelectionInfo("separate", Path(str(options.select_on)).name, corpus)
     return SelectionInfo("same", corpus, corpus)
 
 

@@ -6,9 +6,9 @@ with Pillow), which is what a leaderboard with dozens of relations needs.
 
 Every figure is written at :data:`DPI` (150) or more, in the format of its file's suffix
 (``.png``, ``.svg`` or ``.pdf``), with its whole title inside the image (long titles are
-wrapped, and matplotlib figures are saved with a tight bounding box). Every file is written to a
-temporary name and renamed into place (:mod:`probes.reports.atomic`), so a stopped run never leaves a
-half-drawn figure under its final name.
+wrapped, and matplotlib figures are saved with a tight bounding box). :func:`save_figure` is the one place a
+matplotlib figure is saved in `probes`: every file is written to a temporary name and renamed into place
+(:mod:`probes.atomic_io`), so a stopped run never leaves a half-drawn figure under its final name.
 """
 
 from __future__ import annotations
@@ -17,15 +17,19 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 import numpy.typing as npt
 
+from probes.atomic_io import atomic_file
 from probes.errors import InputError
-from probes.reports.atomic import atomic_path
 
-__all__ = ["preload", "HeatmapWriter", "head_heatmap", "overview_figure", "figure_suffix", "DPI"]
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+__all__ = ["preload", "HeatmapWriter", "head_heatmap", "overview_figure", "save_figure", "figure_suffix", "DPI"]
 
 #: Resolution of every raster figure (dots per inch).
 DPI = 150
@@ -37,34 +41,48 @@ def _wrap(text: str, width_in: float, fontsize: float) -> str:
     return "\n".join(textwrap.fill(line, chars, break_on_hyphens=False) for line in text.split("\n"))
 
 
-def _save(fig: Any, path: str | Path, **kwargs: Any) -> Path:
-    """Save ``fig`` to ``path`` in the format of its suffix, at :data:`DPI`, nothing cut at the edges (whole or
-    not at all: through a temporary file, the format given explicitly)."""
+def save_figure(fig: Figure, path: str | Path, *, tight: bool = True, pad_inches: float | None = 0.08,
+                text_as_text: bool = True, pil_kwargs: Mapping[str, Any] | None = None) -> Path:
+    """Save ``fig`` to ``path`` at :data:`DPI` in the format of its suffix (``png``, ``svg``, ``pdf``), whole or not
+    at all (a temporary file renamed into place); ``path``. SVG files carry no date, so they are reproducible.
+
+    Args:
+        tight: crop to the drawing with ``pad_inches`` around it (None: matplotlib's default); False keeps the
+            figure's own size (its margins fixed when it was made).
+        text_as_text: text stays text in SVG and PDF files (searchable, editable), else glyphs become paths.
+        pil_kwargs: Pillow's options for a PNG file (e.g. ``{"compress_level": 1}``); ignored for other formats.
+    """
     path = Path(path)
-    if path.suffix.lower() != ".png":
-        kwargs.pop("pil_kwargs", None)
-    if path.suffix.lower() == ".svg":
-        kwargs["metadata"] = {"Date": None}  # reproducible files
+    fmt = figure_suffix(path)
+    options: dict[str, Any] = {}
+    if path.suffix.lower() == ".png" and pil_kwargs is not None:
+        options["pil_kwargs"] = dict(pil_kwargs)
+    if fmt == "svg":
+        options["metadata"] = {"Date": None}  # reproducible files
     from matplotlib import rc_context
 
-    with rc_context({"svg.fonttype": "none", "pdf.fonttype": 42}), atomic_path(path) as tmp:  # text stays text
-        fig.savefig(tmp, format=figure_suffix(path), dpi=DPI, bbox_inches="tight", pad_inches=0.08, **kwargs)
+    fonts = rc_context({"svg.fonttype": "none", "pdf.fonttype": 42} if text_as_text  # whatever rcParams say
+                       else {"svg.fonttype": "path", "pdf.fonttype": 3})
+    bbox: Literal["tight"] | None = "tight" if tight else None
+    with fonts, atomic_file(path) as tmp:
+        fig.savefig(tmp, format=fmt, dpi=DPI, bbox_inches=bbox, pad_inches=pad_inches, **options)
     return path
 
 
 def figure_suffix(path: str | Path) -> str:
-    """The format of a figure file by its suffix (``png``, ``svg``, ``pdf`` ...), for ``savefig(format=...)``."""
+    """The format of a figure file by its suffix (``png``, ``svg``, ``pdf`` ...), as matplotlib names it."""
     return Path(path).suffix.lower().lstrip(".") or "png"
 
 
 def preload() -> None:
     """Import matplotlib now (it takes most of a second), e.g. in a background thread while a model runs."""
-    import matplotlib.backends.backend_agg  # noqa: F401
-    import matplotlib.colorbar  # noqa: F401
-    import matplotlib.figure  # noqa: F401
+    import matplotlib.backends.backend_agg  # noqa: F401  (imported for its cost, not its names)
+    import matplotlib.colorbar  # noqa: F401  (imported for its cost, not its names)
+    import matplotlib.figure  # noqa: F401  (imported for its cost, not its names)
 
 
-def _new_figure(figsize: tuple[float, float], dpi: float | None = None, layout: str | None = None) -> Any:
+def _new_figure(figsize: tuple[float, float], dpi: float | None = None,
+                layout: Literal["constrained", "compressed", "tight"] | None = None) -> Figure:
     """A matplotlib Figure on its own Agg canvas.
 
     No pyplot: its global figure registry is not thread-safe, and figures here are drawn from
@@ -125,7 +143,7 @@ def head_heatmap(
         ax.scatter([mark[1]], [mark[0]], marker="s", s=60, facecolors="none", edgecolors="red", linewidths=1.5)
     fig.colorbar(im, ax=ax, label=label)
     fig.tight_layout()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def overview_figure(
@@ -193,7 +211,7 @@ def overview_figure(
     fig.colorbar(im, ax=ax, shrink=0.6, pad=0.01)
     legend = "per panel: rows layer, columns head; 1-based; best head boxed"
     fig.suptitle(_wrap(f"{suptitle}\n({legend})", fig.get_figwidth(), 9), fontsize=9)
-    return _save(fig, path, pil_kwargs={"compress_level": 1})  # fast zlib level: ~2x quicker, ~30% larger
+    return save_figure(fig, path, pil_kwargs={"compress_level": 1})  # fast zlib level: ~2x quicker, ~30% larger
 
 
 class HeatmapWriter:
@@ -240,8 +258,9 @@ class HeatmapWriter:
         fig.colorbar(image, ax=ax, label=label, pad=0.02)
         ax.set_title(_wrap(note, width_in - 0.3, 7), fontsize=7, color="0.3")
         room = fig.suptitle("Xg", fontsize=title_size, color="white")  # keeps a line free for the painted title
-        fig.canvas.draw()
-        self._background = np.array(fig.canvas.buffer_rgba())[..., :3]  # (height, width, 3) uint8
+        canvas = cast("FigureCanvasAgg", fig.canvas)  # every figure here is on an Agg canvas (_new_figure)
+        canvas.draw()
+        self._background = np.array(canvas.buffer_rgba())[..., :3]  # (height, width, 3) uint8
         height = self._background.shape[0]
         box = ax.get_window_extent()  # display pixels, origin bottom-left
         # pixel rectangle of the cells, rows top to bottom
@@ -293,7 +312,8 @@ class HeatmapWriter:
             return head_heatmap(values, path, title=f"{title}\n{self.note}" if self.note else title, label=self.label,
                                 vmin=self.vmin, vmax=self.vmax, mark=mark)
         if mark is None and np.isfinite(values).any():
-            mark = tuple(int(i) for i in np.unravel_index(np.nanargmax(values), values.shape))  # type: ignore
+            layer, head = np.unravel_index(np.nanargmax(values), values.shape)
+            mark = (int(layer), int(head))
         scaled = (values - self.vmin) / max(self.vmax - self.vmin, 1e-12) * 256  # as Normalize + a 256-colour map
         colours = self._lut[np.clip(np.nan_to_num(scaled, nan=0.0), 0, 255).astype(np.intp)]  # (L, H, 3)
         colours[~np.isfinite(values)] = 255
@@ -305,7 +325,7 @@ class HeatmapWriter:
             draw.rectangle(self._cell_box(*mark), outline=(255, 0, 0), width=2)
         draw.text(self._title_xy, title, font=self._title_font(title), fill=(0, 0, 0), anchor="mm")
         path = Path(path)
-        with atomic_path(path) as tmp:
+        with atomic_file(path) as tmp:
             image.save(tmp, format="PNG", compress_level=1, dpi=(self.dpi, self.dpi))
         return path
 

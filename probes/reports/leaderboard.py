@@ -7,7 +7,7 @@ head scores; nothing runs a model, so a saved leaderboard can be written again.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from probes.reports.escape import md_document, path_href
 from probes.reports.inputs import inputs_lines
 from probes.reports.tables import format_p, markdown_table, md_heading, md_text, text_table, write_csv, write_json
 from probes.reports.writer import OutputFolder
+from probes.run_details import plain
 from probes.run_record import RunRecord
 
 __all__ = ["format_leaderboard", "leaderboard_footer", "score_rows", "write_leaderboard", "TIMINGS_NOTE",
@@ -45,8 +46,7 @@ INTERVAL_NOTE = ("95% intervals: percentile bootstrap over {units} (1000 resampl
 def interval_note(record: RunRecord) -> str:
     """:data:`INTERVAL_NOTE` with the run's resampling unit, e.g. ``over 30 documents`` (``over sentences`` for
     records written before the unit was recorded)."""
-    bootstrap = record.options.get("bootstrap") if isinstance(record.options, Mapping) else None
-    phrase = unit_phrase(bootstrap if isinstance(bootstrap, Mapping) else None)
+    phrase = unit_phrase(record.options.bootstrap)
     return INTERVAL_NOTE.format(units=phrase, unit=phrase.split()[-1])
 #: What the ties column holds.
 TIES_NOTE = ("ties: heads whose accuracy on the report data is not significantly below the reported head's "
@@ -145,15 +145,16 @@ def selection_record(mode: str, selected_on: str, reported_on: str) -> dict[str,
 def _selection_sentence(record: RunRecord) -> str:
     """Where heads and baselines were chosen, and what that means for the numbers."""
     rep = record.reported_on
-    mode = record.selection.get("mode") or ("separate" if record.detail("held_out_selection") else "same")
+    board = record.details.leaderboard
+    mode = record.selection.mode or ("separate" if board.held_out_selection else "same")
     if mode == "split":
-        halves = record.detail("halves") or {}
+        halves = board.halves or {}
         sizes = (f" ({halves['select']} and {halves['report']} sentences)" if {"select", "report"} <= set(halves)
                  else "")
         return (f"Selection (split): heads and baselines were chosen on one half of {rep} and are reported and "
                 f"tested on the other half{sizes}; {SPLIT_RULE}.")
     if mode == "separate":
-        return (f"Selection (separate): heads and baselines were selected on {record.detail('selected_on')} and are "
+        return (f"Selection (separate): heads and baselines were selected on {board.selected_on} and are "
                 f"reported and tested on {rep}.")
     return (f"Selection (same, optimistic): heads and baselines were selected and reported on the same data ({rep}), "
             "as in Clark et al. (2019); accuracies and margins are optimistic and no row is tested (sig. n/a). "
@@ -171,7 +172,7 @@ SIDED_NOTE = ("Decoder: a word attends only to itself and earlier words, so ever
 def leaderboard_footer(rows: Sequence[LeaderboardRow], record: RunRecord) -> list[str]:
     """The lines under a leaderboard: selection mode and names, intervals, test and correction, ties (and, for a
     decoder, how relations are split by side)."""
-    sided = bool(record.options.get("sided"))
+    sided = bool(record.options.sided)
     return [_selection_sentence(record), interval_note(record) + ".", table_correction(rows).footer(),
             "sig. = margin over the best baseline > 0 with Holm-adjusted p < 0.05. " + TIES_NOTE + ".",
             *([SIDED_NOTE] if sided else [])]
@@ -187,8 +188,10 @@ def _inputs_markdown(record: RunRecord) -> list[str]:
 
 def _markdown(rows: Sequence[LeaderboardRow], record: RunRecord, overview: str | None) -> str:
     """``leaderboard.md``: title, how heads were selected, what the inputs were, what the numbers mean, the table."""
-    md = [f"# Head leaderboard: {md_heading(record.detail('model', 'model'))} on "
-          f"{md_heading(record.detail('reported_on', 'data'))}", "", md_text(_selection_sentence(record)), "",
+    model = record.details.model if record.has("model") else "model"
+    data = record.reported_on if record.has("reported_on") else "data"
+    md = [f"# Head leaderboard: {md_heading(model)} on {md_heading(data)}", "", md_text(_selection_sentence(record)),
+          "",
           *_inputs_markdown(record),
           f"Accuracy: how often the head's most-attended other word is the gold head (Clark et al. 2019 §4.2); "
           f"{INDEXING_NOTE}. Baselines: fixed offset (Clark) or most frequent relative position (Voita), "
@@ -215,7 +218,7 @@ def write_leaderboard(folder: OutputFolder, board: Any) -> RunRecord:
     csv_rows = [{**r, "tied_heads": "; ".join(r["tied_heads"])} for r in dict_rows]
     folder.add(write_csv(csv_rows, out / "leaderboard.csv", LEADERBOARD_COLUMNS))
     folder.add(write_json(
-        {"indexing": INDEXING_NOTE, "selection": record.detail("selection"), "intervals": interval_note(record),
+        {"indexing": INDEXING_NOTE, "selection": plain(record.details.selection), "intervals": interval_note(record),
          "significance": table_correction(rows).as_dict(), "rows": dict_rows}, out / "leaderboard.json"))
     score_table = score_rows(board.report, board.select)
     folder.add(write_csv(score_table, out / "scores.csv", list(score_table[0]) if score_table else ["relation"]))
@@ -225,12 +228,14 @@ def write_leaderboard(folder: OutputFolder, board: Any) -> RunRecord:
         folder.add_all(figures.values())
         overview = f"figures/overview.{folder.figure_format}"
     folder.text("leaderboard.md", _markdown(rows, record, overview))
-    timings = {**record.timings, "writing_s": folder.seconds()}
-    if "extraction_s" in timings and "scoring_s" in timings:
-        timings["overhead_fraction"] = ((timings["scoring_s"] + timings["writing_s"])
-                                        / max(timings["extraction_s"], 1e-9))
+    writing_s = folder.seconds()
+    timings: dict[str, Any] = {**record.timings, "writing_s": writing_s}
+    extraction_s, scoring_s = record.timings.extraction_s, record.timings.scoring_s
+    if extraction_s is not None and scoring_s is not None:
+        timings["overhead_fraction"] = (scoring_s + writing_s) / max(extraction_s, 1e-9)
         timings["note"] = TIMINGS_NOTE
-    significance = record.detail("significance") if record.has("significance") else table_correction(rows).as_dict()
+    significance = (record.details.significance if record.has("significance")
+                    else table_correction(rows).as_dict())
     return record.updated(timings=timings, indexing=INDEXING_NOTE, significance=significance)
 
 
@@ -242,8 +247,8 @@ def _write_figures(rows: Sequence[LeaderboardRow], report: HeadScores, out: Path
     from probes.reports.names import safe_names
 
     acc = report.accuracy()  # (D, L, H, R)
-    data = record.detail("reported_on", "")
-    selected = record.detail("selected_on", data)
+    data = record.reported_on if record.has("reported_on") else ""
+    selected = record.details.leaderboard.selected_on if record.has("selected_on") else data
     panels: dict[str, npt.NDArray[np.float64]] = {}
     subtitles = []
     paths: dict[str, Path] = {}
@@ -275,5 +280,5 @@ def _write_figures(rows: Sequence[LeaderboardRow], report: HeadScores, out: Path
 
 def _model_name(record: RunRecord) -> str:
     """The model as figures name it: its display name, else the last part of its path or hub name."""
-    name = str(record.detail("model_name") or record.detail("model") or "model")
+    name = str(record.details.model_name or record.details.model or "model")
     return name if "/" not in name or not Path(name).is_absolute() else Path(name).name

@@ -43,7 +43,7 @@ def _rows(run: Any, matching: Any) -> list[dict[str, Any]]:
 
 
 def _models(record: RunRecord) -> dict[str, str]:
-    models = record.detail("models", {}) or {}
+    models = record.details.models or {}
     return {name: str((models.get(name) or {}).get("spec", name)) for name in ("a", "b", "null") if name in models}
 
 
@@ -110,7 +110,8 @@ def matching_markdown(run: Any, figure: str | None) -> str:
                   "sentences every model read whole are used (a sentence one model skipped is left out for all)."), "",
           *(f"- {md_text('Inputs, ' + line)}" for line in inputs_lines(record)), "",
           md_text(f"Matching {mode}: {MATCHING_RULE}. {m.n_pairs} pairs."), "",
-          md_text("Distance (matching.csv): " + str((record.detail("distance", {}) or {}).get("attention", m.distance_name))
+          md_text("Distance (matching.csv): " + str((record.details.match.distance or {}).get("attention",
+                                                                                            m.distance_name))
                   + "; 0 for identical maps, ln 2 = 0.693 at most."), "",
           md_text(f"Intervals: distance_low/high, 95% percentile bootstrap over {run.summary.get('unit', 'sentence')}s "
                   f"({run.summary.get('n_units', '?')} units, {run.summary.get('n_resamples', '?')} resamples, seed 0), "
@@ -136,7 +137,7 @@ def matching_markdown(run: Any, figure: str | None) -> str:
 def matching_figure(distance: npt.ArrayLike, matching: Any, path: str | Path, *, title: str) -> Path:
     """The ``(N_A, N_B)`` distance matrix as a heatmap (rows: heads of A, columns: heads of B, layer-major), the
     matched pairs marked with red boxes and layer boundaries drawn."""
-    from probes.reports.figures import DPI, _new_figure, _save, _wrap
+    from probes.reports.figures import DPI, _new_figure, _wrap, save_figure
 
     values = np.asarray(distance, dtype=float)
     n_a, n_b = values.shape
@@ -160,7 +161,7 @@ def matching_figure(distance: npt.ArrayLike, matching: Any, path: str | Path, *,
     ax.set_xlabel("model B: layer (heads 1..H within it, 1-based)")
     ax.set_title(_wrap(title + "\n(red boxes: matched pairs)", size, 9), fontsize=9)
     fig.colorbar(im, ax=ax, label="distance")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def write_matching(folder: OutputFolder, run: Any) -> RunRecord:

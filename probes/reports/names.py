@@ -13,7 +13,9 @@ run, kept apart from each other). The rules:
 * a name is at most :data:`MAX_CHARS` characters and :data:`MAX_BYTES` UTF-8 bytes (a readable prefix
   is kept);
 * a name changed by those rules ends in ``-`` and the first 8 hex digits of the SHA-256 of the original
-  label, so two different labels never share a file, and a label always gets the same name.
+  label, so two different labels never share a file, and a label always gets the same name; but a Windows
+  device name, which is only unsafe as a whole, gets a trailing underscore instead, so the relation ``aux`` is
+  drawn in ``aux_.png`` (:func:`safe_names` keeps it apart from a label spelled ``aux_``).
 
 :func:`safe_names` also keeps labels apart that the usual spelling alone would merge (``nmod:poss`` and
 ``nmod_poss``, or names differing only in case, which one file on macOS and Windows): the label that is
@@ -68,7 +70,7 @@ def _cleaned(name: str) -> str:
     text = "".join("_" if _bad_char(ch) else ch for ch in name)
     text = re.sub(r"^\.", "_", text)
     text = re.sub(r"[. ]+$", lambda m: "_" * len(m.group()), text)
-    if text.split(".")[0].upper().rstrip(" ") in _RESERVED:
+    if _device(text):
         text = "_" + text
     return text or "_"
 
@@ -98,7 +100,17 @@ def safe_name(label: object, *, usual: Callable[[str], str] = usual_name) -> str
     text = str(label)
     base = usual(text)
     cleaned = _bounded(_cleaned(base))
-    return base if cleaned == base else _with_suffix(cleaned, text)
+    if cleaned == base:
+        return base
+    if cleaned == f"_{base}" and _device(base):  # only a device name: kept readable (aux -> aux_)
+        stem, dot, rest = base.partition(".")
+        return f"{stem}_{dot}{rest}"
+    return _with_suffix(cleaned, text)
+
+
+def _device(name: str) -> bool:
+    """Whether ``name`` is a Windows device name (``aux``, ``NUL.png`` ...), which no file there may be called."""
+    return name.split(".")[0].upper().rstrip(" ") in _RESERVED
 
 
 def _key(name: str) -> str:

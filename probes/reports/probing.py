@@ -341,7 +341,8 @@ def write_probes(folder: OutputFolder, run: Any) -> RunRecord:
         folder.add_all(write_per_head(rows, full, out, inputs=inputs, selection=run.selection,
                                       correction=correction, **seeds).values())
         if figures:
-            folder.add_all(per_head_figures(*run.per_head_figure_data(), out, where=_where(run.selection),
+            accuracy, floor, selectivity = run.per_head_figure_data()
+            folder.add_all(per_head_figures(accuracy, floor, selectivity, out, where=_where(run.selection),
                                             **look).values())
         if run.attn_weights is not None and figures:
             folder.add_all(attn_weight_figure(run.attn_weights, out, **look).values())

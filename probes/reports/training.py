@@ -19,7 +19,7 @@ def draw_symmetry(symmetry: HeadSymmetry, path: Path) -> Path:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from probes.reports.atomic import atomic_path
+    from probes.reports.figures import save_figure
 
     means = symmetry.layer_means()
     fig = Figure(figsize=(9.0, 3.6))
@@ -36,7 +36,4 @@ def draw_symmetry(symmetry: HeadSymmetry, path: Path) -> Path:
         ax.set_ylabel(label)
     axes[0].legend(fontsize=8)
     fig.suptitle(f"Heads of each layer at each checkpoint ({symmetry.n_sentences} held-out sentences)", fontsize=9)
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format=path.suffix.lstrip("."), dpi=150, bbox_inches="tight",
-                    **({"metadata": {"Date": None}} if path.suffix == ".svg" else {}))
-    return path
+    return save_figure(fig, path, pad_inches=None, text_as_text=False)  # matplotlib's margin and fonts, as before

@@ -37,7 +37,6 @@ from probes.reports.outdir import (
     prepare_out_dir,
     release_out_dir,
 )
-from probes.reports.tables import write_json
 from probes.run_record import RunRecord
 from probes.world import World
 
@@ -154,11 +153,10 @@ def write_output(out_dir: str | Path, command: str | None, write: ReportWriter, 
     out = lock_out_dir(out_dir, command) if own_folder else prepare_out_dir(out_dir, command, overwrite=overwrite)
     finished = False
     try:
-        with atomic.output_root(out):
-            folder = OutputFolder(out, figures=figures, figure_format=figure_format)
-            record = write(folder)
-            folder.files["run.json"] = (write_json(RunRecord.of(record).to_dict(), out / "run.json") if own_folder
-                                        else write_record(record, out, folder.listed()))
+        folder = OutputFolder(out, figures=figures, figure_format=figure_format)
+        record = write(folder)
+        folder.files["run.json"] = (RunRecord.of(record).save(out / "run.json") if own_folder
+                                    else write_record(record, out, folder.listed()))
         finished = True
     finally:
         release_out_dir(out, finished=finished)
@@ -166,7 +164,8 @@ def write_output(out_dir: str | Path, command: str | None, write: ReportWriter, 
 
 
 def write_record(record: RunRecord | Mapping[str, Any], out_dir: str | Path, files: Iterable[str | Path] = ()) -> Path:
-    """Write ``record`` to ``out_dir/run.json``, with the indexing note and the run's ``files``.
+    """Write ``record`` to ``out_dir/run.json`` (:meth:`RunRecord.save`), with the indexing note and the run's
+    ``files``.
 
     ``files`` are the other paths the run wrote (absolute or relative to ``out_dir``);
     ``run.json`` itself is appended to the sorted list.
@@ -174,8 +173,8 @@ def write_record(record: RunRecord | Mapping[str, Any], out_dir: str | Path, fil
     out = Path(out_dir)
     names = sorted(_relative(Path(p), out) for p in files)
     record = RunRecord.of(record)
-    full = record.updated(indexing=record.detail("indexing", INDEXING_NOTE), files=names + ["run.json"])
-    return write_json(full.to_dict(), out / "run.json")
+    indexing = record.details.indexing if record.has("indexing") else INDEXING_NOTE
+    return record.updated(indexing=indexing, files=names + ["run.json"]).save(out / "run.json")
 
 
 def _relative(path: Path, out: Path) -> str:

@@ -44,15 +44,25 @@ import numpy.typing as npt
 
 from probes.errors import ConfigError, ModelOutputError
 from probes.reports.writer import write_output
-from probes.results import Result, require_pandas
+from probes.results import Result
 from probes.run_record import RunRecord
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from probes.analysis.head_distances import DistanceResult
+    from probes.analysis.head_types import HeadTypeScores
+    from probes.analysis.patterns import PatternResult
+    from probes.analysis.roles import RolesResult
+    from probes.analysis.surface import SurfaceResult
     from probes.corpora.types import Sentence
     from probes.extraction.attention import TokenAttention
+    from probes.extraction.gradients import KeyTypeGradients
+    from probes.extraction.loading import ResolvedModel
+    from probes.heads.profile import RelationProfile
     from probes.runs.extraction_options import ExtractionOptions
+    from probes.runs.inputs import ModelSource
+    from probes.runs.leaderboard import Leaderboard
 
 __all__ = ["Atlas", "atlas", "DEFAULT_GRAD_SENTENCES", "DEFAULT_HEAD_TYPE_SEQUENCES", "EXAMPLE_WORDS"]
 
@@ -89,23 +99,23 @@ class Atlas(Result):
     _shapes = {"layout": "distances.layers*distances.heads 2", "clusters": "distances.layers*distances.heads",
                "coref_accuracy": "L H"}
 
-    board: Any
-    surface: Any
-    roles: Any
-    patterns: Any
-    distances: Any
-    profile: Any
+    board: Leaderboard
+    surface: SurfaceResult
+    roles: RolesResult
+    patterns: PatternResult
+    distances: DistanceResult
+    profile: RelationProfile | None
     layout: npt.NDArray[np.float64]
     clusters: npt.NDArray[np.int64]
-    surface_words: Any = None
-    gradients: Any = None
+    surface_words: SurfaceResult | None = None
+    gradients: KeyTypeGradients | None = None
     gradients_note: str = ""
     coref_accuracy: npt.NDArray[np.float64] | None = None
     example_id: str = ""
     example_words: tuple[str, ...] = ()
     example: TokenAttention | None = None
     record: RunRecord = field(default_factory=RunRecord)
-    head_types: Any = None
+    head_types: HeadTypeScores | None = None
     head_types_note: str = ""
 
     @property
@@ -143,11 +153,6 @@ class Atlas(Result):
 
         return write_output(out_dir, _COMMAND, partial(write_atlas, atlas=self), figures=figures,
                             figure_format=figure_format, overwrite=overwrite)
-
-    def _repr_html_(self) -> str:
-        """Notebook view: the heads table."""
-        require_pandas()
-        return "<p><b>Atlas</b>: one row per head (layers and heads 1-based)</p>" + self.heads_table()._repr_html_()
 
 
 def spread_ids(ids: Sequence[str], k: int) -> frozenset[str]:
@@ -194,7 +199,7 @@ def _analyses(sentences: Sequence[Sentence], *, frequencies: Mapping[str, int], 
     return {"atlas": Offloaded(out)}  # in a child process: off the model's interpreter lock
 
 
-def _gradients(model_path: str, sentences: Sequence[Sentence], n: int, batch_size: int,
+def _gradients(model: ResolvedModel, sentences: Sequence[Sentence], n: int, batch_size: int,
                device: str | None) -> tuple[Any, str]:
     """Gradient importance on the first ``n`` sentences, or ``(None, why not)``."""
     if n == 0:
@@ -202,7 +207,7 @@ def _gradients(model_path: str, sentences: Sequence[Sentence], n: int, batch_siz
     from probes.extraction.gradients import gradient_importance
 
     try:
-        result = gradient_importance(model_path, [s.words for s in sentences[:n]], max_items=n, seed=0,
+        result = gradient_importance(model, [s.words for s in sentences[:n]], max_items=n, seed=0,
                                      batch_size=min(batch_size, 8), device=device)
     except (ConfigError, ModelOutputError) as exc:
         if "lacks weights" in str(exc):
@@ -288,7 +293,7 @@ def atlas(
     """
     from probes.analysis.head_distances import DEFAULT_JS_SENTENCES
     from probes.heads.groups import DEFAULT_CLUSTERS
-    from probes.runs.inputs import check_run_options
+    from probes.runs.inputs import check_extraction, check_run_options, model_source
 
     js_sentences = DEFAULT_JS_SENTENCES if js_sentences is None else js_sentences
     clusters = DEFAULT_CLUSTERS if clusters is None else clusters
@@ -297,14 +302,16 @@ def atlas(
                                ("head_type_sequences", head_type_sequences, 0)):
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise ConfigError(f"{name} must be a whole number >= {least} (--{name.replace('_', '-')}), found {value!r}")
-    check_run_options(batch_size=batch_size, device=device, on_long=on_long, limit=limit, extraction=extraction)
+    check_run_options(limit=limit)
+    settings = check_extraction(extraction, batch_size=batch_size, device=device, on_long=on_long, progress=progress,
+                                keep_tokens=True)
     options = {"select_on": None if select_on is None else str(select_on), "js_sentences": js_sentences,
                "js_items": bool(js_items),
                "clusters": clusters, "counts": None if counts is None else str(counts), "word_level": word_level,
                "grad_sentences": grad_sentences, "head_type_sequences": head_type_sequences,
                "batch_size": batch_size, "device": device, "on_long": on_long,
                "limit": limit}
-    return _run(str(model), treebank, corpus, example, options, progress, dict(record or {}), extraction)
+    return _run(model_source(model, settings), treebank, corpus, example, options, progress, dict(record or {}))
 
 
 def _read(treebank: str | Path, limit: int | None, counts: str | None, example: str | None
@@ -320,25 +327,23 @@ def _read(treebank: str | Path, limit: int | None, counts: str | None, example: 
     return path, sentences, frequencies, _example(sentences, example)
 
 
-def _run(model: str, treebank: str | Path, corpus: str | Path | None, example: str | None, options: dict[str, Any],
-         progress: bool, extra_fields: dict[str, Any], extraction: ExtractionOptions | None = None) -> Atlas:
-    """The atlas with checked ``options`` (see :func:`atlas`)."""
+def _run(source: ModelSource, treebank: str | Path, corpus: str | Path | None, example: str | None,
+         options: dict[str, Any], progress: bool, extra_fields: dict[str, Any]) -> Atlas:
+    """The atlas of the model ``source`` (resolved, its extractor options checked) with checked ``options`` (see
+    :func:`atlas`)."""
     from probes.extraction.families import is_decoder
-    from probes.extraction.loading import resolve_model
     from probes.heads.groups import GROUP_RULE, cluster_heads, mds_layout
     from probes.heads.profile import board_profile
-    from probes.runs.inputs import data_name, load_extractor
+    from probes.runs.inputs import data_name
     from probes.runs.leaderboard import leaderboard
     from probes.runs.record import run_record
 
-    model_path = resolve_model(model)
+    model, model_path = source.model.spec, source.model.path
     t0 = time.perf_counter()
     path, sentences, frequencies, shown = _read(treebank, options["limit"], options["counts"], example)
     timings = {"reading_s": time.perf_counter() - t0}
     t0 = time.perf_counter()
-    extractor = load_extractor(model_path, batch_size=options["batch_size"], device=options["device"],
-                               progress=progress, on_long=options["on_long"], keep_tokens=True,
-                               extraction=extraction)
+    extractor = source.load()
     timings["model_load_s"] = time.perf_counter() - t0
     threading.Thread(target=_preload, name="probes-preload", daemon=True).start()  # overlaps the model's pass
     extra = _analyses(sentences, frequencies=frequencies, js_sentences=options["js_sentences"],
@@ -347,7 +352,7 @@ def _run(model: str, treebank: str | Path, corpus: str | Path | None, example: s
     t0 = time.perf_counter()
     board = leaderboard(extractor, sentences, select_on=options["select_on"], name=data_name(treebank),
                         progress=progress, analyses=extra, record={"command": _COMMAND})
-    timings.update(pass_s=time.perf_counter() - t0, extraction_s=board.record.timings["extraction_s"])
+    timings.update(pass_s=time.perf_counter() - t0, extraction_s=board.record.timings.extraction_s or 0.0)
     results, t0 = board.analyses["atlas"], time.perf_counter()
     distance = results["distances"].distance
     layout = mds_layout(distance, seed=0)
@@ -361,7 +366,7 @@ def _run(model: str, treebank: str | Path, corpus: str | Path | None, example: s
     coref_accuracy, coref_record = (None, None) if corpus is None else _coref(extractor, corpus, options["limit"],
                                                                              progress)
     t0 = time.perf_counter()
-    gradients, note = _gradients(model_path, sentences, options["grad_sentences"], options["batch_size"],
+    gradients, note = _gradients(source.model, sentences, options["grad_sentences"], options["batch_size"],
                                  options["device"])
     timings["gradients_s"] = time.perf_counter() - t0
     full = run_record(
@@ -370,9 +375,9 @@ def _run(model: str, treebank: str | Path, corpus: str | Path | None, example: s
               **({"corpus": str(corpus)} if corpus is not None else {})},
         options={**options, "example": shown.sent_id},
         groups={"rule": GROUP_RULE, "distance_sentences": int(results["distances"].n_items)},
-        leaderboard={"selection": board.record.detail("selection"), "significance": board.record.detail("significance"),
+        leaderboard={"selection": board.record.details.selection, "significance": board.record.details.significance,
                      "inputs": board.record.inputs if board.record.has("inputs") else None,
-                     "counts": board.record.detail("counts")},
+                     "counts": board.record.details.counts},
         world=board.record.world,
         coreference=coref_record, gradients_note=note, timings=timings,
         head_types={"rule": types.rule, "length": types.length} if types is not None else {"note": types_note})

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 
@@ -41,7 +41,6 @@ from probes.analysis.coreference import (
 from probes.analysis.driver import item_id, stream
 from probes.analysis.split import Half
 from probes.checksum import file_sha256
-from probes.corpora.registry import resolve_treebank
 from probes.errors import ConfigError
 from probes.heads.naming import INDEXING_NOTE
 from probes.reports.coreference import (
@@ -61,7 +60,9 @@ from probes.reports.inputs import inputs_lines
 from probes.reports.writer import write_output
 from probes.results import Result
 from probes.run_record import RunRecord
-from probes.runs.inputs import ExtractionOptions, check_run_options, gather_report, load_extractor
+from probes.runs.anaphora_inputs import AnaphoraRequest, anaphora_request, selection_mode
+from probes.runs.extraction_options import ExtractionOptions
+from probes.runs.inputs import gather_report
 from probes.runs.record import inputs_record, run_record, versions
 from probes.world import World, block_record, world_record
 
@@ -125,7 +126,7 @@ class _AnaphoraReport:
     @property
     def title(self) -> str:
         """Title of the report: what was scored, by which model, on which corpus file."""
-        return f"{self.TITLE}: {_model_name(self.record)} on {Path(self.record.options['corpus']).name}"
+        return f"{self.TITLE}: {_model_name(self.record)} on {Path(str(self.record.options.corpus)).name}"
 
     def format(self) -> str:
         """The leaderboard as terminal text, with the indexing note."""
@@ -312,13 +313,11 @@ def coreference(
     make = partial(AntecedentAccuracy, candidates=candidates, direction=direction, antecedents=antecedents,
                    singletons=singletons, split_antecedents=split_antecedents)
     scorer = make()  # validates the options before the model loads
-    check_run_options(batch_size=batch_size, device=device, on_long=on_long, limit=limit, n_resamples=n_resamples,
-                      extraction=extraction, loads=isinstance(model, (str, Path)))
     t0, world = time.perf_counter(), World.current()
-    extractor, result, facts, selection, sel_facts = _score_corpora(
-        make, model, corpus, select_on, bridges=False, window=window, stride=stride, limit=limit,
-        load={"revision": revision, "device": device, "batch_size": batch_size, "progress": progress and world.is_main,
-              "on_long": on_long, "extraction": extraction}, world=world)
+    request = anaphora_request(model, corpus, select_on, bridges=False, window=window, stride=stride, limit=limit,
+                               n_resamples=n_resamples, revision=revision, extraction=extraction, device=device,
+                               batch_size=batch_size, on_long=on_long, progress=progress and world.is_main)
+    extractor, result, facts, selection, sel_facts = _score_corpora(make, request, world)
     definitions = {**COREF_DEFINITIONS, "split_antecedents": SPLIT_ANTECEDENT_DEFINITIONS[scorer.split_antecedents]}
     ranks = world_record(world, _blocks(facts, sel_facts))
     record = run_record(
@@ -371,18 +370,16 @@ def bridging(
     make()  # validates the options before the model loads
     if min_links < 1:
         raise ConfigError(f"min_links: expected a positive number of links, found {min_links}")
-    check_run_options(batch_size=batch_size, device=device, on_long=on_long, limit=limit, n_resamples=n_resamples,
-                      extraction=extraction, loads=isinstance(model, (str, Path)))
     t0, world = time.perf_counter(), World.current()
-    extractor, result, facts, selection, sel_facts = _score_corpora(
-        make, model, corpus, select_on, bridges=True, window=window, stride=stride, limit=limit,
-        load={"revision": revision, "device": device, "batch_size": batch_size, "progress": progress and world.is_main,
-              "on_long": on_long, "extraction": extraction}, world=world)
+    request = anaphora_request(model, corpus, select_on, bridges=True, window=window, stride=stride, limit=limit,
+                               n_resamples=n_resamples, revision=revision, extraction=extraction, device=device,
+                               batch_size=batch_size, on_long=on_long, progress=progress and world.is_main)
+    extractor, result, facts, selection, sel_facts = _score_corpora(make, request, world)
     ranks = world_record(world, _blocks(facts, sel_facts))
     record = run_record(
         "bridging", options={**_options(model, corpus, select_on, window, stride, direction, limit),
                              "credit": credit, "min_links": min_links},
-        definitions={**BRIDGING_DEFINITIONS, "credit": BRIDGING_DEFINITIONS["credit"][credit]},
+        definitions={**BRIDGING_DEFINITIONS, "credit": _credits()[credit]},
         model=extractor.info(), data=facts, selection_data=sel_facts,
         counts=result.counts, inputs=_inputs(facts, sel_facts),
         extraction_report=gather_report(extractor.report.as_dict(), world), world=ranks,
@@ -392,15 +389,15 @@ def bridging(
 
 
 # ---------------------------------------------------------------------------------- steps
-def _mode(select_on: str | Path | None) -> str:
-    """``split`` (None), ``same`` (the word ``same``) or ``separate`` (a corpus)."""
-    return "split" if select_on is None else "same" if str(select_on) == "same" else "separate"
+def _credits() -> Mapping[str, str]:
+    """What each bridging ``credit`` means (the ``credit`` entry of the definitions: one text per credit)."""
+    return cast(Mapping[str, str], BRIDGING_DEFINITIONS["credit"])  # the table mixes texts and this mapping
 
 
 def _selection_record(corpus: str | Path, select_on: str | Path | None, result: Any, selection: Any
                       ) -> dict[str, Any]:
     """``run.json``'s ``"selection"``: mode, where heads were chosen and reported (and the split rule)."""
-    mode, name = _mode(select_on), Path(str(corpus)).name
+    mode, name = selection_mode(select_on), Path(str(corpus)).name
     if mode == "split":
         sel = SelectionInfo(mode, f"{name}, selection half ({_documents(len(selection.units))})",
                             f"{name}, report half ({_documents(len(result.units))})")
@@ -439,60 +436,30 @@ def _options(model: Any, corpus: str | Path, select_on: str | Path | None, windo
             "window": window, "stride": stride, "direction": direction, "limit": limit}
 
 
-def _check_annotated(corpus: str | Path, *, bridges: bool) -> None:
-    """Fail before the model loads when ``corpus`` has no coreference (or bridging) annotation at all."""
-    from probes.corpora import read_documents
-
-    what = "bridging links (Bridge= in MISC)" if bridges else "coreference mentions (Entity= in MISC)"
-    for doc in read_documents(corpus):
-        if doc.bridges if bridges else doc.mentions:
-            return
-    raise ConfigError(f"expected {what}, found none; give a GUM / CorefUD CoNLL-U file", path=Path(corpus))
-
-
-def _extractor(model: Any, *, revision: str | None, device: str | None, batch_size: int, progress: bool,
-               on_long: str = "skip", extraction: ExtractionOptions | None = None) -> Any:
-    """``model`` itself when it is an extractor, else one loaded from its name (``on_long``: windows too long)."""
-    if not isinstance(model, (str, Path)):
-        return model
-    return load_extractor(model, revision=revision, device=device, batch_size=batch_size, on_long=on_long,
-                          progress=progress, extraction=extraction)
-
-
-def _score_corpora(make: Callable[[], Any], model: Any, corpus: str | Path, select_on: str | Path | None, *,
-                   bridges: bool, window: int | None, stride: int | None, load: Mapping[str, Any],
-                   limit: int | None = None, world: World | None = None
+def _score_corpora(make: Callable[[], Any], request: AnaphoraRequest, world: World | None = None
                    ) -> tuple[Any, Any, dict[str, Any], Any, dict[str, Any] | None]:
-    """Load the model, score ``corpus`` with a ``make()`` scorer and, if given, ``select_on`` with another
-    (``world``: each rank scores its block of whole documents; the scores are every rank's, merged).
+    """Load the model, score the request's corpus with a ``make()`` scorer and, if given, its selection corpus with
+    another (``world``: each rank scores its block of whole documents; the scores are every rank's, merged).
 
-    ``select_on``: None scores the two halves of ``corpus`` in one pass (:class:`~probes.analysis.split.Half`:
-    the report half is the result, the selection half the selection); ``"same"`` scores ``corpus`` alone;
-    a corpus is scored separately as the selection.
+    ``mode`` ``split`` scores the two halves of the corpus in one pass (:class:`~probes.analysis.split.Half`:
+    the report half is the result, the selection half the selection); ``same`` scores the corpus alone;
+    ``separate`` scores the selection corpus separately as the selection.
 
     Returns:
         ``(extractor, result, facts, selection_result, selection_facts)``; ``selection_facts`` is ``None``
-        unless ``select_on`` is a corpus, ``selection_result`` is ``None`` with ``"same"``.
+        unless the selection is a corpus, ``selection_result`` is ``None`` with ``same``.
     """
-    if window is not None and window < 3 or stride is not None and stride < 1:
-        raise ConfigError(f"--window/--stride: expected a window over 2 tokens and a positive stride, "
-                          f"found {window} and {stride}")
-    mode = _mode(select_on)
-    corpus = resolve_treebank(corpus)  # a file, or ud:en_gum:SPLIT from the registry
-    select_on = resolve_treebank(select_on) if mode == "separate" else None
-    for path in (corpus, select_on):
-        if path is not None:
-            _check_annotated(path, bridges=bridges)
-    extractor = _extractor(model, **load)
-    if mode == "split":  # one pass, each half to its own scorer
+    extractor = request.extractor()
+    corpus, window, stride, limit = request.corpus, request.window, request.stride, request.limit
+    if request.mode == "split":  # one pass, each half to its own scorer
         halves = {"report": Half(make(), "report"), "select": Half(make(), "select")}
-        scores, facts = _scan(extractor, Path(corpus), window, stride, halves, limit, world)
-        _check_halves(halves, Path(corpus).name)
+        scores, facts = _scan(extractor, corpus, window, stride, halves, limit, world)
+        _check_halves(halves, corpus.name)
         return extractor, scores["report"], facts, scores["select"], None
-    scores, facts = _scan(extractor, Path(corpus), window, stride, {"scores": make()}, limit, world)
+    scores, facts = _scan(extractor, corpus, window, stride, {"scores": make()}, limit, world)
     selection = sel_facts = None
-    if select_on is not None:
-        sel_scores, sel_facts = _scan(extractor, Path(select_on), window, stride, {"scores": make()}, limit, world)
+    if request.select_on is not None:
+        sel_scores, sel_facts = _scan(extractor, request.select_on, window, stride, {"scores": make()}, limit, world)
         selection = sel_scores["scores"]
     return extractor, scores["scores"], facts, selection, sel_facts
 

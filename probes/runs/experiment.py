@@ -23,19 +23,22 @@ possible. Nothing outside ``out`` (and the random-init model cache) is written::
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from probes.errors import ConfigError, InputError
 from probes.reports.writer import write_output
 from probes.results import Result
+from probes.run_details import ExperimentInfo, ReportOptions
 from probes.run_record import RUN_FILE, RunRecord
+
+if TYPE_CHECKING:  # pragma: no cover
+    from probes.compare.types import Comparison
 
 __all__ = ["ExperimentRun", "run_experiment", "report_experiment", "COMMAND", "REPORT_COMMAND"]
 
@@ -53,20 +56,25 @@ _ORDER = ("atlas", "leaderboard", "baselines", "coreference", "bridging", "probe
 class ExperimentRun(Result):
     """A finished experiment: the comparison computed from its saved units, and the run record (``run.json``)."""
 
-    comparison: Any
+    comparison: Comparison
     record: RunRecord = field(default_factory=RunRecord)
 
     def to_pandas(self, table: str = "best_heads") -> Any:
         """One table of the comparison (see :data:`probes.compare.types.TABLES`)."""
         return self.comparison.to_pandas(table)
 
+    @property
+    def info(self) -> ExperimentInfo:
+        """The experiment's name, title, description, file and run folder (``out``), as ``run.json`` holds them."""
+        return self.record.details.run.experiment or ExperimentInfo()
+
     def format(self) -> str:
         """A short terminal summary: what ran, what was re-used, where the report is."""
-        units = self.record.detail("units") or []
-        reused = sum(1 for u in units if u.get("reused"))
-        lines = [f"experiment {(self.record.detail('experiment') or {}).get('name', '?')}: {len(units)} units "
-                 f"({reused} re-used, {len(units) - reused} computed) on "
-                 f"{len(self.record.detail('models') or {})} models and {len(self.record.data or {})} datasets"]
+        units = self.record.details.run.units or ()
+        reused = sum(1 for u in units if u.reused)
+        name = self.info.name if "name" in self.info else "?"
+        lines = [f"experiment {name}: {len(units)} units ({reused} re-used, {len(units) - reused} computed) on "
+                 f"{len(self.record.details.models or {})} models and {len(self.record.data or {})} datasets"]
         for name, why in getattr(self.comparison, "missing", {}).items():
             lines.append(f"  not computed: {name}: {why}")
         return "\n".join(lines)
@@ -304,22 +312,18 @@ def _check_out(out: Path, name: str) -> None:
             previous = RunRecord.load(out)
         except InputError:
             previous = RunRecord()
-        experiment = previous.detail("experiment")
-        experiment = experiment if isinstance(experiment, Mapping) else {}
-        if previous.command not in (COMMAND, REPORT_COMMAND) or experiment.get("name") != name:
+        experiment = previous.details.run.experiment or ExperimentInfo()
+        if previous.command not in (COMMAND, REPORT_COMMAND) or experiment.name != name:
             raise ConfigError(f"{out}: holds the output of {previous.command!r} "
-                              f"({experiment.get('name', 'another run')}); choose another --out")
+                              f"({experiment.name if 'name' in experiment else 'another run'}); choose another --out")
     elif out_dir_content(out):  # a lock or temporary file left by a stopped run is no content
         raise ConfigError(f"{out}: output folder is not empty and holds no experiment run; choose another --out")
 
 
 def _mark_started(out: Path, name: str) -> None:
     """Mark a new run folder as this experiment's (``run.json`` without units), so an interrupted run resumes."""
-    if not (out / "run.json").is_file():
-        from probes.reports.atomic import write_text  # whole or not at all
-
-        write_text(out / "run.json", json.dumps(
-            {"command": COMMAND, "experiment": {"name": name}, "status": _UNFINISHED}, indent=2) + "\n")
+    if not (out / RUN_FILE).is_file():
+        RunRecord.of({"command": COMMAND, "experiment": {"name": name}, "status": _UNFINISHED}).save(out / RUN_FILE)
 
 
 def run_experiment(path: str | Path, *, out: str | Path | None = None, progress: bool = True,
@@ -342,13 +346,15 @@ def run_experiment(path: str | Path, *, out: str | Path | None = None, progress:
         ConfigError: ``limit`` is not a whole number >= 1, or the file or ``out`` is refused.
     """
     from probes.runs.experiment_cache import UnitStore
+    from probes.runs.experiment_preflight import preflight
     from probes.runs.experiment_spec import read_experiment
     from probes.runs.inputs import check_run_options
     from probes.runs.record import run_record
 
-    check_run_options(limit=limit, loads=False)
+    check_run_options(limit=limit)
     t0 = time.perf_counter()
     experiment = read_experiment(path)
+    preflight(experiment)  # every model, package and dataset here, before anything trains or loads
     run_dir = Path(out if out is not None else experiment.out)
     experiment = experiment.placed(run_dir)  # lab models load from this run folder's train/
     _check_out(run_dir, experiment.name)
@@ -403,19 +409,21 @@ def _report(run_dir: Path, record: RunRecord, out: Path | None = None) -> Experi
     from probes.runs.experiment_train import unit_options
 
     t0 = time.perf_counter()
-    folders = check_experiment_record(record, run_dir, run_dir / RUN_FILE)  # each unit's folder inside run_dir
-    analyses, saved = record.detail("analyses") or {}, record.detail("units") or []
     source = run_dir / RUN_FILE
-    units = [Unit(u["analysis"], u["kind"], u["model"], u["data"], check_unit_result(u, load(folder), i, source),
+    folders = check_experiment_record(record.to_dict(), run_dir, source)  # each unit's folder inside run_dir
+    details = record.details.run
+    analyses, saved = details.analyses or {}, details.units or ()
+    units = [Unit(u.analysis, u.kind, u.model, u.data, check_unit_result(u, load(folder), i, source),
                   unit_options(u, analyses))  # train and match units carry their own options (cell, seed ...)
              for i, (u, folder) in enumerate(zip(saved, folders))]
     keys = ("kind", "spec", "base", "seed", "n_layers", "n_heads", "query_key", "lab")  # query_key: sharpness twins
     models = {name: {k: info.get(k) for k in keys if k not in ("query_key", "lab") or info.get(k) is not None}
-              for name, info in (record.detail("models") or {}).items()}
-    report = record.detail("report_options") or {}
-    comparison = compare(units, models, seed_questions=bool(record.detail("seed_questions")),
-                         n_resamples=int(report.get("n_resamples", 1000)), tolerance=float(report.get("tolerance", 0.05)),
-                         seed=int(report.get("seed", 0)))
+              for name, info in (record.details.models or {}).items()}
+    report = details.report_options or ReportOptions()
+    comparison = compare(units, models, seed_questions=bool(details.seed_questions),
+                         n_resamples=1000 if report.n_resamples is None else report.n_resamples,
+                         tolerance=0.05 if report.tolerance is None else float(report.tolerance),
+                         seed=0 if report.seed is None else report.seed)
     record = record.with_timings(report_s=round(time.perf_counter() - t0, 3))
     run = ExperimentRun(comparison=comparison, record=record)
     run.write(run_dir if out is None else out, run_dir=run_dir)
@@ -440,9 +448,9 @@ def report_experiment(run_dir: str | Path, *, out: str | Path | None = None) -> 
     if record.command not in (COMMAND, REPORT_COMMAND):
         raise ConfigError(f"{run_dir}: run.json is from {record.command!r}, expected {COMMAND!r}")
     if not record.has("units"):
-        raise ConfigError(f"{run_dir}: the run has not finished ({record.detail('status') or _UNFINISHED})")
-    for unit, folder in zip(record.detail("units"), folders):
+        raise ConfigError(f"{run_dir}: the run has not finished ({record.details.run.status or _UNFINISHED})")
+    for unit, folder in zip(record.details.run.units or (), folders):
         if not (folder / "result.json").is_file():
-            raise ConfigError(f"{run_dir}: unit {unit['analysis']} / {unit['model']} / {unit['data']} is missing "
-                              f"({unit['path']}); run the experiment again to recompute it")
+            raise ConfigError(f"{run_dir}: unit {unit.analysis} / {unit.model} / {unit.data} is missing "
+                              f"({unit.path}); run the experiment again to recompute it")
     return _report(run_dir, record, None if out is None else Path(out))

@@ -126,7 +126,7 @@ class TrainUnit:
         """The ``lab`` entry of the model info of the model at ``step`` (None: the last)."""
         c = self.config
         return {"cell": self.cell, "seed": self.seed, "step": step, "last_step": c.steps, "heads": c.heads,
-                "layers": c.layers, "init": c.init, "attention_dropout": c.attention_dropout}
+                "layers": c.layers, "init": c.init.text, "attention_dropout": c.attention_dropout}
 
 
 @dataclass(frozen=True)
@@ -194,7 +194,7 @@ def _split(fail: Fail, table: Mapping[str, Any], names: re.Pattern[str]
     return defaults, cells
 
 
-def _config_error(fail: Fail, exc: ConfigError, cell: str, given: Mapping[str, str]) -> ConfigError:
+def _config_error(fail: Fail, exc: ConfigError, cell: str, given: Mapping[str, tuple[str, ...]]) -> ConfigError:
     """TrainConfig's message at the key it names (``--heads: ...`` -> ``train.CELL.heads``)."""
     found = re.match(r"^--(?P<flag>[a-z-]+): ", exc.reason)
     key = found.group("flag").replace("-", "_") if found else None
@@ -267,7 +267,8 @@ def build_train(fail: Fail, raw: Mapping[str, Any], place: Place, names: re.Patt
     units: list[TrainUnit] = []
     for cell, entry in cells.items():
         _check_values(fail, ("train", cell), entry, f"key of [train.{cell}]")
-        merged = {k.replace("-", "_"): (("train", k), v) for k, v in defaults.items()}
+        merged: dict[str, tuple[tuple[str, ...], Any]] = {k.replace("-", "_"): (("train", k), v)
+                                                          for k, v in defaults.items()}
         merged.update({k.replace("-", "_"): (("train", cell, k), v) for k, v in entry.items()})
         units.extend(_units(fail, cell, merged, place))
     return tuple(units)

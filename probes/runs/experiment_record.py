@@ -14,7 +14,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from probes.errors import InputError
-from probes.run_record import RUN_FILE, RunRecord
+from probes.run_details import ExperimentUnit
+from probes.run_record import RUN_FILE, RunRecord, read_run_json
 from probes.runs.option_rules import MAX_COUNT, N_RESAMPLES, SEED, Rule, shown
 from probes.safe_read import inside_folder
 
@@ -163,22 +164,23 @@ def unit_result_folder(run_dir: Path, unit_path: str, *, field: str, source: Pat
     return inside_folder(run_dir, str(PurePosixPath(unit_path, "result")), what=field, source=source)
 
 
-def check_experiment_record(record: RunRecord, run_dir: Path, source: Path) -> list[Path]:
-    """Check every field of a ``probes run`` record that ``probes report`` reads; the unit's result folders, in
-    the order of ``units``, each inside ``run_dir``.
+def check_experiment_record(doc: Mapping[str, Any], run_dir: Path, source: Path) -> list[Path]:
+    """Check every field of a ``probes run`` record (``doc``: its fields as ``run.json`` holds them, before they
+    become a :class:`RunRecord`) that ``probes report`` reads; the unit's result folders, in the order of
+    ``units``, each inside ``run_dir``.
 
     Raises:
         InputError: naming ``source`` (the ``run.json``) and the field: what was expected, what was found.
     """
     try:
-        models = record.detail("models", {})  # every unit's model is one of these
+        models = doc.get("models", {})  # every unit's model is one of these
         _entries(models, "models", _model)
-        if record.data is not None:
-            _entries(record.data, "data", _dataset)
+        if doc.get("data") is not None:
+            _entries(doc["data"], "data", _dataset)
         for key, check in _RECORD_FIELDS.items():
-            if record.has(key):
-                check(record.detail(key), key)
-        units = _units(record.detail("units", []), models)
+            if key in doc:
+                check(doc[key], key)
+        units = _units(doc.get("units", []), models)
     except _Wrong as wrong:
         raise InputError(f"{wrong.field}: expected {wrong.expected}, found {wrong.found}", path=source) from None
     return [unit_result_folder(run_dir, u["path"], field=f"units[{i}].path", source=source)
@@ -193,23 +195,27 @@ RESULT_TYPES: dict[str, str] = {
     "match": "MatchRun", "train": "LabRun"}
 
 
-def check_unit_result(unit: Mapping[str, Any], result: Any, index: int, source: Path) -> Any:
+def check_unit_result(unit: ExperimentUnit, result: Any, index: int, source: Path) -> Any:
     """``result``, loaded from the folder of ``units[index]``, if it is what a unit of its ``kind`` saves; else an
     InputError naming ``source`` and the unit's kind (a kind edited in ``run.json`` would break the comparison)."""
-    expected = RESULT_TYPES.get(unit["kind"])
+    expected = RESULT_TYPES.get(unit.kind)
     if expected is not None and type(result).__name__ != expected:
-        raise InputError(f"units[{index}].kind: {unit['kind']!r} expects a saved {expected}, found a saved "
-                         f"{type(result).__name__} in {unit['path']}", path=source)
+        raise InputError(f"units[{index}].kind: {unit.kind!r} expects a saved {expected}, found a saved "
+                         f"{type(result).__name__} in {unit.path}", path=source)
     return result
 
 
 def read_experiment_record(run_dir: Path) -> tuple[RunRecord, list[Path]]:
     """The checked record of the run folder ``run_dir`` and its units' result folders
-    (:func:`check_experiment_record`).
+    (:func:`check_experiment_record`, run on the fields as written, before they become a record).
 
     Raises:
         InputError: no ``run.json``, one that is not JSON, or a field that is not what the report reads.
     """
     source = run_dir / RUN_FILE
-    record = RunRecord.load(run_dir)  # the folder's run.json, not followed out of it
-    return record, check_experiment_record(record, run_dir, source)
+    doc = read_run_json(run_dir)  # the folder's run.json, not followed out of it
+    folders = check_experiment_record(doc, run_dir, source)
+    try:
+        return RunRecord.of(doc), folders
+    except InputError as exc:
+        raise InputError(exc.reason, path=source) from None

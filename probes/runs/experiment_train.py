@@ -19,10 +19,11 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from probes.errors import InputError
 from probes.results import Result, require_pandas
+from probes.run_details import ExperimentUnit, TrainingSummary, UnitOptions
 from probes.training.curves import TrainingCurves
 from probes.training.symmetry import HeadSymmetry
 
@@ -78,19 +79,30 @@ def progress_line(run: LabRun, how: str) -> str:
 
 def load_lab_run(unit: Any, folder: Path) -> LabRun:
     """The :class:`LabRun` of a finished run folder (its ``run.json``, ``curves/`` and ``symmetry/``)."""
-    from probes.results import load
     from probes.run_record import RunRecord
 
-    done = RunRecord.load(folder)
-    training = done.detail("training", {})
-    if not isinstance(training, Mapping):
-        raise InputError(f"training: expected a mapping, found {type(training).__name__}", path=folder / "run.json")
-    seconds = _number(done.timings.get("training_s", 0.0), "timings.training_s", folder, float)
-    speed = _number(training.get("tokens_per_second") or 0.0, "training.tokens_per_second", folder, float)
-    last_step = _number(training.get("last_step", 0), "training.last_step", folder, int)
-    symmetry = load(folder / "symmetry") if (folder / "symmetry" / "result.json").is_file() else None
-    return LabRun(unit.cell, unit.seed, load(folder / "curves"), symmetry, seconds, speed, last_step, unit.folder,
-                  training.get("resumed_from"))
+    done = RunRecord.load(folder)  # every field of its type; the numbers checked below
+    training = done.details.train.training or TrainingSummary()
+    seconds = _number(done.timings.training_s if "training_s" in done.timings else 0.0, "timings.training_s", folder,
+                      float)
+    speed = _number(training.tokens_per_second or 0.0, "training.tokens_per_second", folder, float)
+    last_step = _number(training.last_step if "last_step" in training else 0, "training.last_step", folder, int)
+    symmetry = _saved(folder / "symmetry", HeadSymmetry) if (folder / "symmetry" / "result.json").is_file() else None
+    return LabRun(unit.cell, unit.seed, _saved(folder / "curves", TrainingCurves), symmetry, seconds, speed,
+                  last_step, unit.folder, training.resumed_from)
+
+
+R = TypeVar("R", bound=Result)
+
+
+def _saved(folder: Path, kind: type[R]) -> R:
+    """The result saved in ``folder`` if it is a ``kind``; else an InputError naming the folder."""
+    from probes.results import load
+
+    result = load(folder)
+    if not isinstance(result, kind):
+        raise InputError(f"expected a saved {kind.__name__}, found a saved {type(result).__name__}", path=folder)
+    return result
 
 
 def _number(value: Any, field: str, folder: Path, kind: type[float] | type[int]) -> Any:
@@ -122,15 +134,16 @@ def _finished(unit: Any, folder: Path) -> bool:
     """Whether ``folder`` holds this unit's finished run: its report (``run.json`` of ``probes train`` with the same
     options and symmetry sentences), curves and last checkpoint."""
     from probes.errors import InputError
+    from probes.extraction.trained_runs import list_checkpoints
     from probes.run_record import RunRecord
     from probes.runs.train import COMMAND
-    from probes.training.checkpoints import list_checkpoints
 
     try:
         done = RunRecord.load(folder)
     except (InputError, OSError):
         return False
-    asked = (done.detail("symmetry") or {}).get("asked", 0)
+    symmetry = done.details.train.symmetry
+    asked = 0 if symmetry is None or "asked" not in symmetry else symmetry.asked
     return (done.command == COMMAND and dict(done.options) == unit.config.to_dict()
             and asked == _symmetry_sentences(unit) and (folder / "curves" / "result.json").is_file()
             and unit.config.steps in list_checkpoints(folder))
@@ -138,21 +151,21 @@ def _finished(unit: Any, folder: Path) -> bool:
 
 def _stale(unit: Any, folder: Path, shas: list[str]) -> str | None:
     """Why the run in ``folder`` is of another config or data (None: none there, or the same one)."""
-    from probes.errors import ConfigError, InputError
-    from probes.training.checkpoints import read_training
-    from probes.training.config import TrainConfig
+    from probes.errors import ConfigError
+    from probes.training.runfolder import read_run
 
     if not (folder / "training.json").is_file():
         return None
     try:
-        training = read_training(folder)
-        before = TrainConfig.from_dict(training.get("config", {}))
-    except (ConfigError, InputError, TypeError):
+        training = read_run(folder)
+    except ConfigError:
         return "its training.json cannot be read"
-    changed = before.differences(unit.config)
+    if training is None:
+        return None
+    changed = training.config.differences(unit.config)
     if changed:
         return "options changed (" + "; ".join(changed) + ")"
-    if [s.get("sha256") for s in training.get("data", {}).get("sources", [])] != shas:
+    if [s.sha256 for s in training.data.sources] != shas:
         return "the data files changed (sha256)"
     return None
 
@@ -217,8 +230,10 @@ def _entry(unit: Any, saved: Any, how: str) -> dict[str, Any]:
             "options": {"cell": unit.cell, "seed": unit.seed, "config": unit.config.to_dict()}}
 
 
-def unit_options(entry: Mapping[str, Any], analyses: Mapping[str, Any]) -> dict[str, Any]:
+def unit_options(entry: ExperimentUnit, analyses: Mapping[str, Mapping[str, Any]]) -> UnitOptions:
     """The options a saved unit's :class:`~probes.compare.types.Unit` gets: its own (train and match units), else
     its analysis' options."""
-    own = entry.get("options")
-    return dict(own) if isinstance(own, Mapping) else dict(analyses.get(entry["analysis"], {}).get("options", {}))
+    if entry.options is not None:
+        return entry.options
+    analysis = analyses.get(entry.analysis, {})
+    return UnitOptions.of(analysis.get("options", {}), f"analyses[{entry.analysis!r}].options")

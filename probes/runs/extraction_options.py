@@ -1,16 +1,21 @@
 """How a run's extractor holds the model: dtype, batch and memory bounds, device map, as one argument.
 
-Every run function that loads its extractor by name (leaderboard, coreference, bridging, atlas, probes) takes
-``extraction: ExtractionOptions | None`` and hands it to :func:`probes.runs.inputs.load_extractor`; the CLI
-builds it from ``--dtype``, ``--max-batch-tokens``, ``--max-attention-mb`` and ``--device-map``. Importing
-this module imports no torch, so the CLI can parse its options fast.
+Every run function that loads its extractor by name (leaderboard, coreference, bridging, atlas, probes, match)
+takes ``extraction: ExtractionOptions | None`` and checks it once, with its other extractor options, into the
+:class:`~probes.extraction.checks.ExtractorSettings` its extractor is built from
+(:func:`probes.runs.inputs.check_extraction`); the CLI builds it from ``--dtype``, ``--max-batch-tokens``,
+``--max-attention-mb`` and ``--device-map``. Importing this module imports no torch, so the CLI can parse its
+options fast.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from probes.extraction.checks import ExtractorSettings
 
 __all__ = ["ExtractionOptions", "DEFAULT_ATTENTION_MB"]
 
@@ -38,20 +43,17 @@ class ExtractionOptions:
     max_attention_mb: float | None = DEFAULT_ATTENTION_MB
     device_map: str | Mapping[str, Any] | None = None
 
-    def check(self, **extractor: Any) -> None:
-        """Check these options with the run's other extractor options, before any work; once per run.
+    def check(self, **extractor: Any) -> ExtractorSettings:
+        """These options checked with the run's other extractor options, before any work; once per run.
 
-        ``extractor``: more options of :func:`probes.extraction.extractor.check_options` (``device``,
-        ``batch_size``, ``on_long`` ...), checked in the same call.
+        ``extractor``: more options of :func:`probes.extraction.checks.check_options` (``device``,
+        ``batch_size``, ``on_long`` ...), checked in the same call (one of these named there too: its value).
 
         Raises:
             ConfigError: the first bad option, named (one message per bad value: ``check_options``').
         """
-        from probes.extraction.extractor import check_options
+        from probes.extraction.checks import check_options
 
-        check_options(dtype=self.dtype, max_batch_tokens=self.max_batch_tokens,
-                      max_attention_mb=self.max_attention_mb, **extractor)
-
-    def as_kwargs(self) -> dict[str, Any]:
-        """The options as keyword arguments of :meth:`AttentionExtractor.from_pretrained`."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        own = {"dtype": self.dtype, "max_batch_tokens": self.max_batch_tokens,
+               "max_attention_mb": self.max_attention_mb, "device_map": self.device_map}
+        return check_options(**{**own, **extractor})

@@ -38,8 +38,10 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from probes.corpora.types import Sentence
+    from probes.extraction.checks import ExtractorSettings
     from probes.importance.pruning import PruningResult
     from probes.importance.scores import ImportanceResult
+    from probes.runs.inputs import ModelSource
 
 __all__ = ["HeadImportance", "Pruning", "importance", "prune", "DEFAULT_SELECT_LIMIT", "SCORE_ORDERS"]
 
@@ -105,7 +107,7 @@ class Pruning(Result):
     model: str
     curves: PruningResult
     start: ImportanceResult | None = None
-    leaderboard: dict[str, Any] | None = None
+    leaderboard: dict[str, Any] | None = None  # Any: rows (relation, head, accuracies), n_pruned, rule: mixed JSON
     record: RunRecord = field(default_factory=RunRecord)
 
     def to_pandas(self) -> pd.DataFrame:
@@ -197,20 +199,18 @@ class _Setup:
     timings: dict[str, float]
 
 
-def _load(model: str, objective: str, device: str | None) -> tuple[Any, Any, str, str | None]:
-    """``(model, tokenizer, path, LM kind)``: with its LM head for ``lm``, the bare model otherwise; eval mode."""
-    import torch
-
+def _load(source: ModelSource, objective: str) -> tuple[Any, Any, str, str | None]:
+    """``(model, tokenizer, path, LM kind)``: with its LM head for ``lm``, the bare model otherwise; eval mode, on the
+    source's checked device (the model resolved once, by the run)."""
     from probes.extraction.gradients import load_lm
-    from probes.extraction.loading import load_pretrained
+    from probes.extraction.loading import load_resolved
 
     if objective == "lm":
-        net, tokenizer, path, kind = load_lm(model)
+        net, tokenizer, path, kind = load_lm(source.model)
     else:
-        net, tokenizer, path = load_pretrained(model, progress=False)
+        net, tokenizer, path = load_resolved(source.model, progress=False)
         kind = None
-    target = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    return net.to(target).eval(), tokenizer, path, kind
+    return net.to(source.settings.device).eval(), tokenizer, path, kind
 
 
 def _batches(setup_model: Any, tokenizer: Any, sentences: Sequence[Sentence], max_batch_tokens: int, on_long: str
@@ -228,9 +228,8 @@ def _batches(setup_model: Any, tokenizer: Any, sentences: Sequence[Sentence], ma
     return make_batches(encoded, pad_id=int(pad), max_batch_tokens=max_batch_tokens, device=device), long
 
 
-def _setup(model: str, treebank: str | Path, select_on: str | Path | None, *, objective: str, ablation: str,
-           limit: int | None, select_limit: int | None, max_batch_tokens: int, on_long: str, device: str | None,
-           progress: bool) -> _Setup:
+def _setup(source: ModelSource, treebank: str | Path, select_on: str | Path | None, *, objective: str,
+           ablation: str, limit: int | None, select_limit: int | None, max_batch_tokens: int, on_long: str) -> _Setup:
     """Read, load, encode, fit the objective on the selection data and prepare every batch once."""
     import torch
 
@@ -240,7 +239,7 @@ def _setup(model: str, treebank: str | Path, select_on: str | Path | None, *, ob
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     report_sents, select_sents, data = _read(treebank, select_on, limit, select_limit)
-    net, tokenizer, path, kind = _load(model, objective, device)
+    net, tokenizer, path, kind = _load(source, objective)
     timings["load_s"] = time.perf_counter() - t0
     report, long_report = _batches(net, tokenizer, report_sents, max_batch_tokens, on_long)
     select, long_select = _batches(net, tokenizer, select_sents, max_batch_tokens, on_long)
@@ -317,14 +316,13 @@ def importance(
         record: extra fields of the run record.
     """
     from probes.importance.scores import head_importance
-    from probes.runs.inputs import check_run_options
+    from probes.runs.inputs import model_source
 
     _check(objective, ablation, limit=limit, select_limit=select_limit, n_resamples=n_resamples,
            max_batch_tokens=max_batch_tokens, on_long=on_long)
-    check_run_options(device=device)
-    setup = _setup(str(model), treebank, select_on, objective=objective, ablation=ablation, limit=limit,
-                   select_limit=select_limit, max_batch_tokens=max_batch_tokens, on_long=on_long, device=device,
-                   progress=progress)
+    source = model_source(model, _settings(device, on_long, progress))
+    setup = _setup(source, treebank, select_on, objective=objective, ablation=ablation, limit=limit,
+                   select_limit=select_limit, max_batch_tokens=max_batch_tokens, on_long=on_long)
     t0 = time.perf_counter()
     result = head_importance(setup.model, setup.report, setup.objective, loo=loo, ablation=ablation, means=setup.means,
                              global_rescale=global_rescale, n_resamples=n_resamples,
@@ -377,16 +375,22 @@ def _pruned_leaderboard(extractor: Any, report: Sequence[Sentence], board: Any, 
             "chosen on the selection data; its accuracy on every report sentence before and after pruning"}
 
 
-def _orders(setup: _Setup, orders: Sequence[str], leaderboard_at: float | None, on_long: str, device: str | None,
-            progress: bool) -> tuple[Any, dict[str, np.ndarray], Any]:
-    """``(extractor, {order: (L, H) scores}, selection leaderboard)``, or Nones when neither orders nor the
-    pruned leaderboard are asked for."""
-    from probes.runs.inputs import load_extractor
+def _settings(device: str | None, on_long: str, progress: bool) -> ExtractorSettings:
+    """The model's options, checked once: the device it runs on, and its extractor's (the orders' pass of
+    :func:`prune`: ``on_long``, token maps kept)."""
+    from probes.runs.inputs import check_extraction
 
+    return check_extraction(device=device, on_long=on_long, progress=progress, keep_tokens=True)
+
+
+def _orders(setup: _Setup, source: ModelSource, orders: Sequence[str], leaderboard_at: float | None, progress: bool
+            ) -> tuple[Any, dict[str, np.ndarray], Any]:
+    """``(extractor, {order: (L, H) scores}, selection leaderboard)``, or Nones when neither orders nor the
+    pruned leaderboard are asked for (the extractor loaded from ``source``, as it is)."""
     if not orders and leaderboard_at is None:
         return None, {}, None
     t0 = time.perf_counter()
-    extractor = load_extractor(setup.model_path, device=device, progress=progress, keep_tokens=True, on_long=on_long)
+    extractor = source.load()
     scores, board = _score_orders(extractor, setup.select_sentences, progress)
     setup.timings["orders_s"] = time.perf_counter() - t0
     return extractor, scores, board
@@ -448,17 +452,17 @@ def prune(
     """
     from probes.importance.pruning import pruning_curves
     from probes.importance.scores import head_importance
-    from probes.runs.inputs import check_run_options
+    from probes.runs.inputs import model_source
 
     _check(objective, ablation, limit=limit, select_limit=select_limit, n_resamples=1000,
            max_batch_tokens=max_batch_tokens, on_long=on_long, step=step)
-    check_run_options(device=device)
+    settings = _settings(device, on_long, progress)
     _check_prune(importance, orders, leaderboard_at)
-    setup = _setup(str(model), treebank, select_on, objective=objective, ablation=ablation, limit=limit,
-                   select_limit=select_limit, max_batch_tokens=max_batch_tokens, on_long=on_long, device=device,
-                   progress=progress)
+    source = model_source(model, settings)
+    setup = _setup(source, treebank, select_on, objective=objective, ablation=ablation, limit=limit,
+                   select_limit=select_limit, max_batch_tokens=max_batch_tokens, on_long=on_long)
     names = setup.data["selection"]
-    extractor, scores, board = _orders(setup, orders, leaderboard_at, on_long, device, progress)
+    extractor, scores, board = _orders(setup, source, orders, leaderboard_at, progress)
     t0 = time.perf_counter()
     start = head_importance(setup.model, setup.select, setup.objective, loo=start_loo, ablation=ablation,
                             means=setup.means, data=names["select_name"], progress=progress)

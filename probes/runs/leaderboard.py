@@ -55,12 +55,8 @@ from probes.reports.leaderboard import format_leaderboard, selection_record, wri
 from probes.reports.writer import write_output
 from probes.results import Result, require_pandas
 from probes.run_record import RunRecord
-from probes.runs.inputs import (
-    ExtractionOptions,
-    check_run_options,
-    gather_report,
-)
-from probes.runs.leaderboard_inputs import from_model, from_stores
+from probes.runs.inputs import ExtractionOptions, check_extraction, check_run_options, gather_report, model_source
+from probes.runs.leaderboard_inputs import FromModel, FromStores, LeaderboardRequest
 from probes.runs.record import inputs_record, run_record
 from probes.world import World, world_record
 
@@ -106,7 +102,7 @@ class Leaderboard(Result):
     select: HeadScores | None = None
     select_baselines: BaselineScores | None = None
     record: RunRecord = field(default_factory=RunRecord)
-    analyses: dict[str, Any] = field(default_factory=dict)
+    analyses: dict[str, Any] = field(default_factory=dict)  # Any: each analysis' own result type (user analyses too)
 
     @property
     def reported_on(self) -> str:
@@ -121,7 +117,7 @@ class Leaderboard(Result):
     @property
     def selection_mode(self) -> str:
         """``"split"``, ``"separate"`` or ``"same"`` (see :data:`probes.heads.selection.SELECTION_MODES`)."""
-        mode = self.record.selection.get("mode")
+        mode = self.record.selection.mode
         return str(mode) if mode else ("separate" if self.select is not None else "same")
 
     @property
@@ -160,16 +156,6 @@ class Leaderboard(Result):
         pandas = require_pandas()
         return pandas.DataFrame([r.as_dict() for r in self.rows], columns=list(LEADERBOARD_COLUMNS))
 
-    def _repr_html_(self) -> str:
-        """Notebook view: the rows and where the heads were selected."""
-        import html
-
-        where = {"split": f"selected on one half of {self.reported_on}, reported on the other",
-                 "separate": f"selected on {self.selected_on}, reported on {self.reported_on}"}.get(
-            self.selection_mode, f"selected and reported on {self.reported_on} (optimistic)")
-        model = html.escape(str(self.record.detail("model", "model")))
-        return f"<p><b>Leaderboard</b>: {model}, {html.escape(where)}</p>" + self.to_pandas()._repr_html_()
-
 
 #: Extra analyses of a pass: registered names (built with their defaults) or ready analyses by name.
 ExtraAnalyses = Sequence[str] | Mapping[str, Analysis]
@@ -197,20 +183,20 @@ def score_halves(pairs: Pairs, *, poss_rule: bool = True, analyses: ExtraAnalyse
     """One pass over one dataset split in halves (:func:`probes.analysis.split.half_of`): head scores and
     baselines of the selection half (``"heads_select"``, ``"baselines_select"``) and of the report half
     (``"heads"``, ``"baselines"``), the named extra analyses over every pair; and the sentences of each half."""
-    halves = {"heads_select": Half(HeadAccuracy(poss_rule=poss_rule, sided=sided), "select"),
-              "baselines_select": Half(OffsetBaseline(poss_rule=poss_rule, sided=sided), "select"),
-              "heads": Half(HeadAccuracy(poss_rule=poss_rule, sided=sided), "report"),
-              "baselines": Half(OffsetBaseline(poss_rule=poss_rule, sided=sided), "report")}
+    halves: dict[str, Any] = {"heads_select": Half(HeadAccuracy(poss_rule=poss_rule, sided=sided), "select"),
+                              "baselines_select": Half(OffsetBaseline(poss_rule=poss_rule, sided=sided), "select"),
+                              "heads": Half(HeadAccuracy(poss_rule=poss_rule, sided=sided), "report"),
+                              "baselines": Half(OffsetBaseline(poss_rule=poss_rule, sided=sided), "report")}
     done = stream(pairs, {**halves, **_extra(analyses)}, world=world)
     return done, {"select": halves["heads_select"].n_seen, "report": halves["heads"].n_seen}
 
 
-class _CheckedNames(tuple):  # type: ignore[type-arg]
+class _CheckedNames(tuple):
     """Analysis names as :func:`check_analyses` returns them: :func:`leaderboard_from_pairs` does not check
     them again (one request, one check)."""
 
 
-class _CheckedAnalyses(dict):  # type: ignore[type-arg]
+class _CheckedAnalyses(dict):
     """Ready analyses as :func:`check_analyses` returns them (see :class:`_CheckedNames`)."""
 
 
@@ -267,7 +253,8 @@ def _half_inputs(split: StreamResult, sizes: Mapping[str, int], name: str,
                                  ("windowed", extraction.get("windowed", ())),
                                  ("over_budget", extraction.get("over_budget", ())))}
         out[half] = inputs_record(sizes[half] + len(mine["skipped"]) + len(mine["truncated"]), sizes[half],
-                                  **mine, max_tokens=extraction.get("max_tokens"),
+                                  skipped=mine["skipped"], truncated=mine["truncated"], windowed=mine["windowed"],
+                                  over_budget=mine["over_budget"], max_tokens=extraction.get("max_tokens"),
                                   max_attention_mb=extraction.get("max_attention_mb"), data=f"{name}, {label}")
     return out
 
@@ -306,9 +293,11 @@ def _score(report_pairs: Pairs, select_pairs: Pairs | None, mode: str, report_na
                               "(--select-on DATA) or choose on the same data (--select-on same, optimistic)")
         heads = (done["heads"], done["baselines"], done["heads_select"], done["baselines_select"])
         inputs = _half_inputs(done, sizes, report_name, extraction.get("report"))
-        counts = {"report": _counts(done["heads"]), "select": _counts(done["heads_select"]), "halves": sizes}
-        return _Scored(done, None, heads, (report_name, f"{report_name} (selection half)"), inputs, counts)
-    select = score_split(select_pairs, poss_rule=poss_rule, world=world, sided=sided) if mode == "separate" else None
+        by_half = {"report": _counts(done["heads"]), "select": _counts(done["heads_select"]), "halves": sizes}
+        return _Scored(done, None, heads, (report_name, f"{report_name} (selection half)"), inputs, by_half)
+    # a separate selection split exactly when its pairs are given (leaderboard_from_pairs)
+    select = (score_split(select_pairs, poss_rule=poss_rule, world=world, sided=sided) if select_pairs is not None
+              else None)
     report = score_split(report_pairs, poss_rule=poss_rule, analyses=analyses, world=world, sided=sided)
     inputs = {"report": _inputs(report, report_name, extraction.get("report"))}
     counts: dict[str, Any] = {"report": _counts(report)}
@@ -408,8 +397,6 @@ def _check_sources(model: Any, treebank: Any, select_on: Any, store: Any, select
         raise ConfigError("--select-store goes with --store; with --model use --select-on")
     if same and select_store is not None:
         raise ConfigError("--select-on same selects on the report data: drop --select-store")
-    if model is not None and treebank is None:
-        raise ConfigError("--treebank is required with --model (the data to report on)")
     return same, None if same else select_on
 
 
@@ -476,30 +463,41 @@ def leaderboard(
     analyses are merged in rank order, so every rank returns the one-process board (``board.record.world``).
     """
     same, select_on, analyses = _check_request(model, treebank, select_on, store, select_store, analyses, interval_unit)
-    check_run_options(batch_size=batch_size, device=device, on_long=on_long, limit=limit, extraction=extraction,
-                      loads=isinstance(model, (str, Path)))  # extractor options: for a model loaded here only
+    world = World.current()  # under torchrun: this rank's block of each split, merged with the others'
+    progress = progress and world.is_main
+    request = _request(model, treebank, select_on, store, select_store, same=same, limit=limit, progress=progress,
+                       batch_size=batch_size, device=device, on_long=on_long, extraction=extraction)
     if preload_figures:  # matplotlib's import overlaps the model run instead of adding to the writing time
         from probes.reports.figures import preload
         threading.Thread(target=preload, name="probes-preload", daemon=True).start()
-    world = World.current()  # under torchrun: this rank's block of each split, merged with the others'
-    progress = progress and world.is_main
-    if model is not None:
-        report_pairs, select_pairs, report_name, sel_name, inputs = from_model(
-            model, treebank, select_on, batch_size=batch_size, device=device, progress=progress,  # type: ignore
-            on_long=on_long, limit=limit, world=world, extraction=extraction)
-    else:  # the first ``limit`` sentences of each store, as for treebanks
-        report_pairs, select_pairs, report_name, sel_name, inputs = from_stores(store, select_store, progress, limit,
-                                                                                 world)
-    inputs["options"]["limit"] = limit
-    extraction_report = inputs.pop("extraction_report", None)
-    tracked = inputs.pop("extraction", None)  # per split: the ids skipped / windowed, filled while it runs
-    blocks = inputs.pop("blocks")
+    inputs = request.inputs(world)
     board = leaderboard_from_pairs(
-        report_pairs, select_pairs=select_pairs, report_name=name or report_name, select_name=select_name or sel_name,
-        record=_merge(run_record("probes.leaderboard", **inputs).to_dict(), RunRecord.of(record).to_dict()), relations=relations,
-        mode=SAME if same else None, min_count=min_count, exclude=exclude, poss_rule=poss_rule, analyses=analyses,
-        extraction=tracked, world=world, sided=bool(inputs.get("extractor", {}).get("causal")), interval_unit=interval_unit)
-    final = {"world": world_record(world, blocks)}
-    if extraction_report is not None:
-        final["extraction_report"] = gather_report(extraction_report.as_dict(), world)
+        inputs.report_pairs, select_pairs=inputs.select_pairs, report_name=name or inputs.report_name,
+        select_name=select_name or inputs.select_name,
+        record=_merge(run_record("probes.leaderboard", **inputs.record_fields(limit)).to_dict(),
+                      RunRecord.of(record).to_dict()),
+        relations=relations, mode=SAME if same else None, min_count=min_count, exclude=exclude, poss_rule=poss_rule,
+        analyses=analyses, extraction=inputs.extraction, world=world, sided=inputs.causal, interval_unit=interval_unit)
+    final: dict[str, Any] = {"world": world_record(world, dict(inputs.blocks))}
+    if inputs.extraction_report is not None:
+        final["extraction_report"] = gather_report(inputs.extraction_report.as_dict(), world)
     return dataclasses.replace(board, record=board.record.updated(final))
+
+
+def _request(model: str | Path | AttentionExtractor | None, treebank: str | Path | Sequence[Sentence] | None,
+             select_on: str | Path | Sequence[Sentence] | None, store: Any, select_store: Any, *, same: bool,
+             limit: int | None, progress: bool, batch_size: int, device: str | None, on_long: str,
+             extraction: ExtractionOptions | None) -> LeaderboardRequest:
+    """The request, checked once (the sources by :func:`_check_sources`): the treebank a model needs, the limit, the
+    extractor options of a model loaded here (checked before the name is resolved, and the name before any data is
+    read); an extractor or a store is taken as it is."""
+    if model is None:
+        check_run_options(limit=limit)
+        return LeaderboardRequest(FromStores(store, select_store), same=same, limit=limit, progress=progress)
+    if treebank is None:
+        raise ConfigError("--treebank is required with --model (the data to report on)")
+    check_run_options(limit=limit)
+    source = model if not isinstance(model, (str, Path)) else model_source(model, check_extraction(
+        extraction, batch_size=batch_size, device=device, on_long=on_long, progress=progress))
+    return LeaderboardRequest(FromModel(source, treebank, select_on, batch_size, device), same=same, limit=limit,
+                              progress=progress)

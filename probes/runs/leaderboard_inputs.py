@@ -1,29 +1,24 @@
 """The inputs of a leaderboard: treebanks run through a model, or attention stores, split by split.
 
-:func:`from_model` reads the treebanks and streams each split's pairs through the model (under ``torchrun``,
-this rank's contiguous block of each split); :func:`from_stores` streams stored attention instead.
-Both return what the run record says of the inputs.
+:class:`LeaderboardRequest` is one request, checked (the model resolved, its extractor options checked, the data
+named), made once by :func:`probes.runs.leaderboard.leaderboard`; :func:`from_model` reads the treebanks of a
+:class:`FromModel` and streams each split's pairs through the model (under ``torchrun``, this rank's contiguous
+block of each split); :func:`from_stores` streams the stored attention of :class:`FromStores` instead. Both
+return :class:`LeaderboardInputs`: the pairs, and what the run record says of the model and the data.
 """
 
 from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from probes.analysis.base import item_id
 from probes.errors import ConfigError
-from probes.runs.inputs import (
-    ExtractionOptions,
-    data_name,
-    gather_report,
-    load_extractor,
-    open_attention_store,
-    read_sentences,
-    store_name,
-)
+from probes.runs.inputs import ModelSource, data_name, gather_report, open_attention_store, read_sentences, store_name
 from probes.runs.record import data_record, store_record
 from probes.world import World, block_record
 
@@ -31,17 +26,123 @@ if TYPE_CHECKING:
     from probes.corpora.types import Sentence
     from probes.extraction.attention import WordAttention
     from probes.extraction.extractor import AttentionExtractor
+    from probes.extraction.outputs import ExtractionReport
 
-__all__ = ["from_model", "from_stores", "tracked", "store_pairs", "check_same_extraction"]
+__all__ = ["LeaderboardRequest", "FromModel", "FromStores", "LeaderboardInputs", "from_model", "from_stores",
+           "tracked", "store_pairs", "check_same_extraction"]
 
 Pairs = Iterable[tuple["Sentence", "WordAttention"]]
+
+
+@dataclass(frozen=True)
+class FromModel:
+    """Attention from a model run on treebanks.
+
+    Attributes:
+        model: the model to load (resolved, its options checked) or a ready extractor.
+        treebank, select_on: the data to report on and a separate selection split (None: none), each a file, a
+            registry spec or sentences.
+        batch_size, device: the extractor options as given, for the record.
+    """
+
+    model: ModelSource | AttentionExtractor
+    treebank: str | Path | Sequence[Sentence]
+    select_on: str | Path | Sequence[Sentence] | None = None
+    batch_size: int = 32
+    device: str | None = None
+
+
+@dataclass(frozen=True)
+class FromStores:
+    """Attention read from stores (``probes extract``): paths or open stores; ``select_store`` None: none."""
+
+    store: Any
+    select_store: Any = None
+
+
+@dataclass(frozen=True)
+class LeaderboardRequest:
+    """One leaderboard request, checked before any work: where the attention comes from, the selection, the limit.
+
+    Attributes:
+        attention: from a model (:class:`FromModel`) or from stores (:class:`FromStores`).
+        same: choose heads on the report data itself (Clark et al.'s selection).
+        limit: sentences read of each split (None: all).
+        progress: progress bars (on the main rank only).
+    """
+
+    attention: FromModel | FromStores
+    same: bool = False
+    limit: int | None = None
+    progress: bool = False
+
+    def inputs(self, world: World | None = None) -> LeaderboardInputs:
+        """The pairs of each split, and what the record says of them (:func:`from_model`, :func:`from_stores`)."""
+        if isinstance(self.attention, FromModel):
+            return from_model(self.attention, self.limit, world)
+        return from_stores(self.attention, self.progress, self.limit, world)
+
+
+@dataclass(frozen=True)
+class LeaderboardInputs:
+    """What :func:`from_model` and :func:`from_stores` give: the pairs of each split and what the run record says
+    of the model and the data.
+
+    Attributes:
+        report_pairs, select_pairs: the pairs of each split (select None: no separate selection split).
+        report_name, select_name: the splits' names in outputs.
+        model: the model as named (an extractor's or a store's name for it).
+        extractor: the extractor's ``info()`` (a store's: the info it recorded).
+        data: per split, the data record.
+        batch_size, device: the extractor options as given (None for stores).
+        blocks: per split, this rank's block of it (filled as a store is read).
+        extraction: per split, the ids skipped or run in windows: a store's, or filled while a split runs.
+        loaded: whether a model ran (then the record also names ``model_path`` and the ``timings`` of reading and
+            loading, and ``extraction_report`` is the extractor's report, read once the passes are done).
+        model_path: the resolved model (None for an extractor given ready).
+        timings: reading and model loading, in seconds.
+        extraction_report: the extractor's report (None for stores).
+    """
+
+    report_pairs: Pairs
+    select_pairs: Pairs | None
+    report_name: str
+    select_name: str | None
+    model: str
+    extractor: Mapping[str, Any]
+    data: Mapping[str, Any]
+    batch_size: int | None
+    device: str | None
+    blocks: Mapping[str, Any]
+    extraction: dict[str, Any]
+    loaded: bool = False
+    model_path: str | None = None
+    timings: Mapping[str, float] | None = None
+    extraction_report: ExtractionReport | None = None
+
+    @property
+    def causal(self) -> bool:
+        """Whether the attention is a causal decoder's."""
+        return bool(self.extractor.get("causal"))
+
+    def record_fields(self, limit: int | None) -> dict[str, Any]:
+        """The run record's fields on the model and the data, in ``run.json``'s order (``limit``: as given)."""
+        fields: dict[str, Any] = {"model": self.model}
+        if self.loaded:
+            fields["model_path"] = self.model_path
+        fields.update(extractor=self.extractor, data=self.data,
+                      options={"batch_size": self.batch_size, "device": self.device, "limit": limit})
+        if self.loaded:
+            fields["timings"] = dict(self.timings or {})
+        return fields
+
 
 #: What the extractors of a report store and a selection store must share.
 _SAME_EXTRACTION = ("model", "weights_sha256", "layers", "heads", "from_pool", "dtype")
 
 
 def sentences_of(data: str | Path | Sequence[Sentence], what: str, limit: int | None = None
-               ) -> tuple[list[Sentence], dict[str, Any], str]:
+                 ) -> tuple[list[Sentence], dict[str, Any], str]:
     """``(sentences, data record, name)`` of a treebank spec, or of sentences given as such (the first ``limit``)."""
     if isinstance(data, (str, Path)):
         path, sentences = read_sentences(data, limit)
@@ -50,47 +151,39 @@ def sentences_of(data: str | Path | Sequence[Sentence], what: str, limit: int | 
     return sentences, {"sentences": len(sentences)}, f"{what} data"
 
 
-def from_model(model: str | Path | AttentionExtractor, treebank: str | Path | Sequence[Sentence],
-                select_on: str | Path | Sequence[Sentence] | None, *, batch_size: int, device: str | None,
-                progress: bool, on_long: str = "skip", limit: int | None = None, world: World | None = None,
-                extraction: ExtractionOptions | None = None) -> tuple[Any, Any, str, str | None, dict[str, Any]]:
-    """Run a model on treebanks: ``(report_pairs, select_pairs, report_name, select_name, facts)``
-    (``facts``: the run record's fields on the model and data).
+def from_model(request: FromModel, limit: int | None = None, world: World | None = None) -> LeaderboardInputs:
+    """Run the request's model (one to load, or a ready extractor) on the first ``limit`` sentences of its treebanks.
 
     Every rank reads the whole treebanks (the record describes them whole) and runs the model on its own
-    contiguous block of each split only (``facts["blocks"]``: which one, see :func:`probes.world.block_record`).
+    contiguous block of each split only (``blocks``: which one, see :func:`probes.world.block_record`).
     """
-    from probes.extraction.loading import resolve_model
-
     world = world or World()
-    given = not isinstance(model, (str, Path))
-    model_path = None if given else resolve_model(str(model))  # a bad name fails before any reading
+    source = request.model
     t_read = time.perf_counter()
-    report_sents, report_data, report_name = sentences_of(treebank, "report", limit)
-    select = sentences_of(select_on, "selection", limit) if select_on is not None else None
+    report_sents, report_data, report_name = sentences_of(request.treebank, "report", limit)
+    select = sentences_of(request.select_on, "selection", limit) if request.select_on is not None else None
     reading_s = time.perf_counter() - t_read
     t_load = time.perf_counter()
-    extractor = model if given else load_extractor(model_path, batch_size=batch_size, device=device,  # type: ignore
-                                                   progress=progress, on_long=on_long, extraction=extraction)
+    if isinstance(source, ModelSource):
+        extractor = source.load()
+        model, model_path, batch_size, device = source.model.spec, source.model.path, request.batch_size, request.device
+    else:  # a ready extractor: named and described by itself
+        extractor = source
+        model, model_path, batch_size, device = extractor.name_or_path, None, extractor.batch_size, str(extractor.device)
     model_load_s = time.perf_counter() - t_load
-    facts: dict[str, Any] = {
-        "model": str(model) if not given else extractor.name_or_path, "model_path": model_path,
-        "extractor": extractor.info(),
-        "data": {"report": report_data, **({"select": select[1]} if select else {})},
-        "options": {"batch_size": extractor.batch_size if given else batch_size,
-                    "device": str(extractor.device) if given else device},
-        "timings": {"reading_s": reading_s, "model_load_s": model_load_s},
-        "extraction_report": extractor.report,  # replaced by its final dict after the run
-        "extraction": {},  # per split: ids skipped / windowed, filled while the split runs
-        "blocks": {split: block_record(world, [item_id(s, k) for k, s in enumerate(sents)])
-                   for split, sents in (("select", select[0] if select else None), ("report", report_sents))
-                   if sents is not None},
-    }
-    select_pairs = (tracked(extractor, world.take(select[0]), f"selection split ({select[2]})", facts["extraction"],
+    extraction: dict[str, Any] = {}  # per split: ids skipped / windowed, filled while the split runs
+    select_pairs = (tracked(extractor, world.take(select[0]), f"selection split ({select[2]})", extraction,
                             "select", world) if select else None)
     report_pairs = tracked(extractor, world.take(report_sents), _bar_label(report_name, select is not None),
-                           facts["extraction"], "report", world)
-    return report_pairs, select_pairs, report_name, select[2] if select else None, facts
+                           extraction, "report", world)
+    return LeaderboardInputs(
+        report_pairs, select_pairs, report_name, select[2] if select else None,
+        model=model, extractor=extractor.info(), data={"report": report_data, **({"select": select[1]} if select else {})},
+        batch_size=batch_size, device=device, blocks={split: block_record(world, [item_id(s, k) for k, s in enumerate(sents)])
+                for split, sents in (("select", select[0] if select else None), ("report", report_sents))
+                if sents is not None},
+        extraction=extraction, loaded=True, model_path=model_path,
+        timings={"reading_s": reading_s, "model_load_s": model_load_s}, extraction_report=extractor.report)
 
 
 def _bar_label(name: str, separate: bool) -> str:
@@ -100,7 +193,7 @@ def _bar_label(name: str, separate: bool) -> str:
 
 
 def tracked(extractor: AttentionExtractor, sentences: Sequence[Sentence], desc: str,
-             sink: dict[str, Any], split: str, world: World | None = None) -> Pairs:
+            sink: dict[str, Any], split: str, world: World | None = None) -> Pairs:
     """``extractor``'s pairs of ``sentences`` (progress bar labelled ``desc``); when they are all out,
     ``sink[split]`` gets the ids it skipped or ran in windows during this split (its report is cumulative),
     every rank's in rank order (a collective step, taken in the producer before it ends the stream)."""
@@ -109,7 +202,7 @@ def tracked(extractor: AttentionExtractor, sentences: Sequence[Sentence], desc: 
     report = extractor.report
     pairs = extractor.iter_attention(sentences, desc=desc, total=len(sentences))  # lazy: runs when iterated
 
-    def noted() -> Pairs:
+    def noted() -> Iterator[tuple[Sentence, WordAttention]]:
         before = {key: len(getattr(report, key)) for key in ("skipped", "windowed", "over_budget")}  # cumulative
         yield from pairs
         mine = {key: list(getattr(report, key)[n:]) for key, n in before.items()}
@@ -120,7 +213,7 @@ def tracked(extractor: AttentionExtractor, sentences: Sequence[Sentence], desc: 
 
 
 def store_pairs(store: Any, desc: str, progress: bool, limit: int | None, world: World | None = None,
-                 block: dict[str, Any] | None = None) -> Pairs:
+                block: dict[str, Any] | None = None) -> Pairs:
     """A store's pairs (its first ``limit``; in a distributed run this rank's contiguous block of them, by index),
     with a progress bar labelled ``desc``; ``block`` gets the block's range, count and first and last ids."""
     import sys
@@ -147,28 +240,29 @@ def store_extraction(store: Any) -> dict[str, Any]:
             "max_tokens": (getattr(store, "info", {}) or {}).get("max_tokens")}
 
 
-def from_stores(store: Any, select_store: Any, progress: bool = False, limit: int | None = None,
-                 world: World | None = None) -> tuple[Any, Any, str, str | None, dict[str, Any]]:
-    """Read attention stores: ``(report_pairs, select_pairs, report_name, select_name, facts)`` (the first
-    ``limit`` sentences of each; in a distributed run this rank's block of them, ``facts["blocks"]``)."""
-    report = store if hasattr(store, "info") else open_attention_store(store, "--store")
+def from_stores(request: FromStores, progress: bool = False, limit: int | None = None, world: World | None = None
+                ) -> LeaderboardInputs:
+    """Read the request's attention stores (the first ``limit`` sentences of each; in a distributed run this rank's
+    block of them, ``blocks``)."""
+    report = request.store if hasattr(request.store, "info") else open_attention_store(request.store, "--store")
     select = None
-    if select_store is not None:
-        select = select_store if hasattr(select_store, "info") else open_attention_store(select_store,
-                                                                                          "--select-store")
+    if request.select_store is not None:
+        select = (request.select_store if hasattr(request.select_store, "info")
+                  else open_attention_store(request.select_store, "--select-store"))
         check_same_extraction(report.info, select.info)
     info = report.info
     blocks: dict[str, dict[str, Any]] = {"select": {}, "report": {}} if select is not None else {"report": {}}
-    facts = {"model": info.get("model", str(report.path)), "extractor": dict(info),
-             "data": {"report": store_record(report), **({"select": store_record(select)} if select else {})},
-             "options": {"batch_size": None, "device": None}, "blocks": blocks,
-             "extraction": {"report": store_extraction(report),
-                            **({"select": store_extraction(select)} if select is not None else {})}}
     select_pairs = (store_pairs(select, f"selection split ({store_name(select)}, store)", progress, limit, world,
                                 blocks["select"]) if select is not None else None)
     label = _bar_label(f"{store_name(report)}, store", select is not None)
-    return (store_pairs(report, label, progress, limit, world, blocks["report"]), select_pairs,
-            store_name(report), store_name(select) if select is not None else None, facts)
+    return LeaderboardInputs(
+        store_pairs(report, label, progress, limit, world, blocks["report"]), select_pairs,
+        store_name(report), store_name(select) if select is not None else None,
+        model=info.get("model", str(report.path)), extractor=dict(info),
+        data={"report": store_record(report), **({"select": store_record(select)} if select else {})},
+        batch_size=None, device=None, blocks=blocks,
+        extraction={"report": store_extraction(report),
+                    **({"select": store_extraction(select)} if select is not None else {})})
 
 
 def check_same_extraction(report: Mapping[str, Any], select: Mapping[str, Any]) -> None:

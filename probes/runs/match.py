@@ -90,7 +90,7 @@ class MatchRun(Result):
     profile_dropped: dict[str, str] = field(default_factory=dict)
     roles_a: tuple[str, ...] = ()
     roles_b: tuple[str, ...] = ()
-    summary: dict[str, Any] = field(default_factory=dict)
+    summary: dict[str, Any] = field(default_factory=dict)  # Any: names, counts, distances and intervals (nested JSON)
     record: RunRecord = field(default_factory=RunRecord)
 
     def to_pandas(self) -> Any:
@@ -116,11 +116,6 @@ class MatchRun(Result):
         return write_output(out_dir, _COMMAND, partial(write_matching, run=self), figures=figures,
                             figure_format=figure_format, overwrite=overwrite)
 
-    def _repr_html_(self) -> str:
-        """Notebook view: the matched pairs."""
-        require_pandas()
-        return "<p><b>MatchRun</b>: the matched heads (layers and heads 1-based)</p>" + self.to_pandas()._repr_html_()
-
 
 def zip_streams(streams: Sequence[Iterator[tuple[Sentence, WordAttention]]], sentences: Sequence[Sentence]
                 ) -> Iterator[tuple[Sentence, tuple[WordAttention, ...]]]:
@@ -132,10 +127,10 @@ def zip_streams(streams: Sequence[Iterator[tuple[Sentence, WordAttention]]], sen
     order = {id(s): k for k, s in enumerate(sentences)}
     heads: list[tuple[Sentence, WordAttention] | None] = [next(s, None) for s in streams]
     while all(h is not None for h in heads):
-        ranks = [order[id(h[0])] for h in heads]  # type: ignore[index]
+        ranks = [order[id(h[0])] for h in heads]  # type: ignore[index]  # all(... is not None) narrows no list
         last = max(ranks)
         if all(r == last for r in ranks):
-            yield heads[0][0], tuple(h[1] for h in heads)  # type: ignore[index]
+            yield heads[0][0], tuple(h[1] for h in heads)  # type: ignore[index]  # all(... is not None) narrows no list
             heads = [next(s, None) for s in streams]
             continue
         heads = [next(s, None) if r < last else h for s, h, r in zip(streams, heads, ranks)]
@@ -362,10 +357,10 @@ def match_models(
         batch_size, device, on_long, progress, extraction: for the extractors (as for the leaderboard).
         record: extra fields of the run record.
     """
-    from probes.runs.inputs import check_run_options, load_extractor, read_sentences
+    from probes.runs.inputs import check_extraction, check_run_options, model_source, read_sentences
 
-    check_run_options(n_resamples=n_resamples, limit=limit, batch_size=batch_size, device=device, on_long=on_long,
-                      extraction=extraction)
+    check_run_options(n_resamples=n_resamples, limit=limit)
+    settings = check_extraction(extraction, batch_size=batch_size, device=device, on_long=on_long, progress=progress)
     if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 1:
         raise ConfigError(f"min_count must be a whole number >= 1 (--min-count), found {min_count!r}")
     t0 = time.perf_counter()
@@ -374,9 +369,9 @@ def match_models(
         raise ConfigError(f"{path}: no sentences to match heads on")
     timings: dict[str, float] = {"reading_s": time.perf_counter() - t0}
     specs = {"a": str(model_a), "b": str(model_b), **({"null": str(null_model)} if null_model is not None else {})}
+    sources = {name: model_source(spec, settings) for name, spec in specs.items()}  # each name resolved once
     t0 = time.perf_counter()
-    extractors = {name: load_extractor(spec, batch_size=batch_size, device=device, progress=progress, on_long=on_long,
-                                       extraction=extraction) for name, spec in specs.items()}
+    extractors = {name: source.load() for name, source in sources.items()}
     if within_layers:
         shapes = {n: (len(e.layers), len(e.heads)) for n, e in extractors.items()}
         for other in [n for n in shapes if n != "a"]:

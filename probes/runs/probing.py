@@ -49,7 +49,7 @@ from probes.reports.probing import (
 from probes.reports.writer import write_output
 from probes.results import Result
 from probes.run_record import RunRecord
-from probes.runs.inputs import ExtractionOptions, check_run_options
+from probes.runs.inputs import ExtractionOptions, check_extraction, check_run_options, model_source
 from probes.runs.probing_inputs import check_sources, open_inputs, random_init_streams, static_vectors
 from probes.runs.probing_passes import Evaluation, SeedRun
 from probes.runs.record import invocation, versions
@@ -173,11 +173,11 @@ class ProbeRun(Result):
     per_head_select: tuple[PerHeadScores, ...] = ()
     attn_weights: npt.NDArray[np.float32] | None = None
     label: LabelScores | None = None
-    comparisons: tuple[dict[str, Any], ...] = ()
-    selection: dict[str, Any] = field(default_factory=dict)
+    comparisons: tuple[dict[str, Any], ...] = ()  # Any: rows of compare_parsers (parsers.csv), names and numbers
+    selection: dict[str, str] = field(default_factory=dict)
     seeds: tuple[int, ...] = (0,)
     record: RunRecord = field(default_factory=RunRecord)
-    facts: dict[str, Any] = field(default_factory=dict)
+    facts: dict[str, Any] = field(default_factory=dict)  # Any: run.json's probes, counts, options, timings (nested JSON)
     min_count: int = 100
 
     def parser_rows(self) -> Rows:
@@ -222,7 +222,7 @@ class ProbeRun(Result):
 
     def subject(self) -> str:
         """Model and evaluation data, as the figures' titles name them."""
-        model = str(self.record.detail("model") or "model")
+        model = str(self.record.details.model or "model")
         model = Path(model).name if Path(model).is_absolute() else model
         data = (self.record.data or {}).get("eval") or {}
         name = data.get("spec") or data.get("store") or "evaluation data"
@@ -367,20 +367,20 @@ def run_probes(
                      orders=[o for _, _, _, o in trained], epochs=epochs, progress=progress, desc="train")
     timings["train_s"] = time.perf_counter() - t0  # includes extraction when streaming from a model
     t0, given = time.perf_counter(), RunRecord.of(record)  # the record's fields given by the caller
-    selection = _selection(select_on, select_name, given.detail("eval_name"))
+    selection = _selection(select_on, select_name, given.details.probe.eval_name)
     ev = Evaluation(kinds, runs, selection["mode"])
     n_eval = ev.run(eval_pairs, progress)
     if selection["mode"] == "separate":
         ev.run_selection(select_on, progress)
     timings["eval_s"] = time.perf_counter() - t0
-    if random_init is not None:
+    if random_init is not None and vectors is not None:  # vectors is never None here: checked above
         t0 = time.perf_counter()
         ev.random_init(vectors, random_init, epochs, device, progress)
         timings["random_init_s"] = time.perf_counter() - t0
     options = {**given.options, "epochs": epochs, "device": device,
                "random_state": random_state, "seeds": seed_list, "min_count": min_count, "training": _TRAINING,
                "vectors": vectors.describe() if vectors is not None else None,
-               "control_task": [c.describe() for c in controls] if control is not None else None, **_DEFINITIONS}
+               "control_task": [c.describe() for c in controls if c is not None] or None, **_DEFINITIONS}
     facts = _facts(kinds, runs[0], n_eval, options, timings)
     return _probe_run(ev, kinds=tuple(kinds), control=control is not None, selection=selection,
                       seeds=tuple(seed_list), record=given, facts=facts, min_count=min_count)
@@ -458,26 +458,24 @@ def probe(
         progress: progress bars on stderr.
     """
     kinds = parse_kinds(kinds)
-    check_run_options(batch_size=batch_size, device=device, on_long=on_long, limit=limit, extraction=extraction)
+    check_run_options(limit=limit)
+    settings = check_extraction(extraction, batch_size=batch_size, device=device, on_long=on_long, progress=False)
     control_kind = _control_kind(control)
     max_train, max_eval = (limit if n is None else n for n in (max_train, max_eval))
     check_sources(model, train_data, eval_data, train_store, eval_store)
     fields: dict[str, Any] = {"command": "probes probe", "invocation": invocation(), "data": {},
                               "options": {"batch_size": batch_size, "max_train": max_train, "max_eval": max_eval}}
-    extractor, streams, sentences = open_inputs(model, fields, batch_size=batch_size, device=device,
-                                                 on_long=on_long, extraction=extraction, splits=(
-                                                     ("train", train_data, train_store, max_train),
-                                                     ("eval", eval_data, eval_store, max_eval),
-                                                     ("select", None if select_on == "same" else select_on,
-                                                      select_store, max_eval)))
+    source = model_source(model, settings) if isinstance(model, (str, Path)) else model  # resolved once
+    extractor, streams, sentences = open_inputs(source, fields, splits=(
+        ("train", train_data, train_store, max_train), ("eval", eval_data, eval_store, max_eval),
+        ("select", None if select_on == "same" else select_on, select_store, max_eval)))
     emb = static_vectors(kinds, vectors, extractor)
     ctl = None
     if control_kind is not None:
         ctl = make_control(control_kind, seed, sentences.get("train") or (s for s, _ in streams["train"]))
     rand_streams = None
     if random_init and "attn+emb" in kinds:
-        rand_streams, fields["random_init"] = random_init_streams(extractor, sentences, batch_size=batch_size,
-                                                                   device=device)
+        rand_streams, fields["random_init"] = random_init_streams(extractor, sentences, settings=settings)
     fields["eval_name"] = getattr(streams["eval"], "name", None)
     chosen = streams.get("select") if "select" in streams else ("same" if select_on == "same" else None)
     run = run_probes(streams["train"], streams["eval"], kinds=kinds, vectors=emb, control=ctl,
@@ -492,4 +490,4 @@ def _control_kind(control: bool | str | None) -> str | None:
     kind = "hewitt-liang" if control is True else (control or None)
     if kind is not None and kind not in CONTROL_KINDS:
         raise ConfigError(f"control: expected one of {', '.join(CONTROL_KINDS)}, found {control!r}")
-    return kind  # type: ignore[return-value]
+    return kind

@@ -1,8 +1,8 @@
 """The inputs of a probe run: each split a treebank run through the model (a re-iterable stream) or a store.
 
-:func:`open_inputs` opens every split given (and loads the model once); :func:`static_vectors` gives the
-word vectors of the ``+Emb`` probes; :func:`random_init_streams` the streams of a re-initialised copy of
-the model (the random-init control).
+:func:`open_inputs` opens every split given (and loads the model once, resolved and its options checked by the
+run); :func:`static_vectors` gives the word vectors of the ``+Emb`` probes; :func:`random_init_streams` the streams
+of a re-initialised copy of the model (the random-init control).
 """
 
 from __future__ import annotations
@@ -12,15 +12,18 @@ import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from probes.corpora.types import Sentence
 from probes.errors import ConfigError
 from probes.extraction.attention import WordAttention
 from probes.probing.embeddings import StaticVectors
-from probes.runs.extraction_options import ExtractionOptions
-from probes.runs.inputs import data_name, load_extractor, open_attention_store, read_sentences
+from probes.runs.inputs import ModelSource, data_name, open_attention_store, read_sentences
 from probes.runs.record import data_record, inputs_record
+
+if TYPE_CHECKING:
+    from probes.extraction.checks import ExtractorSettings
+    from probes.extraction.extractor import AttentionExtractor
 
 __all__ = ["Stream", "Limited", "open_inputs", "check_sources", "static_vectors", "random_init_streams"]
 
@@ -84,18 +87,19 @@ class Limited:
                              max_tokens=(getattr(self.pairs, "info", {}) or {}).get("max_tokens"), data=self.name)
 
 
-def open_inputs(model: Any, fields: dict[str, Any], *, batch_size: int, device: str | None, on_long: str,
-                 splits: Sequence[tuple[str, Any, Any, int | None]], extraction: ExtractionOptions | None = None
-                 ) -> tuple[Any, dict[str, Any], dict[str, list[Sentence]]]:
-    """``(extractor, streams, sentences)``: the model (None without one) and each split given (a treebank run
-    through the model, or a store); ``fields`` gets the model, the data and the load time."""
+def open_inputs(model: ModelSource | AttentionExtractor | None, fields: dict[str, Any], *,
+                splits: Sequence[tuple[str, Any, Any, int | None]]
+                ) -> tuple[Any, dict[str, Any], dict[str, list[Sentence]]]:
+    """``(extractor, streams, sentences)``: the model (loaded from its source, or given ready; None without one) and
+    each split given (a treebank run through the model, or a store); ``fields`` gets the model, the data and the
+    load time."""
     timings: dict[str, float] = {}
     extractor = None
     if model is not None:
         t0 = time.perf_counter()
-        extractor = _extractor(model, batch_size=batch_size, device=device, on_long=on_long, extraction=extraction)
+        extractor = model.load() if isinstance(model, ModelSource) else model
         timings["model_load_s"] = time.perf_counter() - t0
-        fields.update(model=str(model) if isinstance(model, (str, Path)) else extractor.name_or_path,
+        fields.update(model=model.model.spec if isinstance(model, ModelSource) else extractor.name_or_path,
                       extractor=extractor.info())
     streams: dict[str, Any] = {}
     sentences: dict[str, list[Sentence]] = {}
@@ -121,15 +125,6 @@ def check_sources(model: Any, train_data: Any, eval_data: Any, train_store: Any,
         raise ConfigError("give --model and --eval (run the model), or --store-eval (read stored attention)")
 
 
-def _extractor(model: Any, *, batch_size: int, device: str | None, on_long: str = "skip",
-               extraction: ExtractionOptions | None = None) -> Any:
-    """``model`` itself when it is an extractor, else one loaded from its name."""
-    if not isinstance(model, (str, Path)):
-        return model
-    return load_extractor(model, batch_size=batch_size, device=device, progress=False, on_long=on_long,
-                          extraction=extraction)
-
-
 def _open_split(extractor: Any, spec: str | Path | None, store: str | Path | None, limit: int | None, split: str
                 ) -> tuple[Any, dict[str, Any], list[Sentence] | None]:
     """``(pairs, record, sentences)`` of one split: a stored one (sentences None) or a treebank run live."""
@@ -137,6 +132,8 @@ def _open_split(extractor: Any, spec: str | Path | None, store: str | Path | Non
         st = open_attention_store(store, f"--store-{split}")
         return (Limited(st, limit, Path(store).name),
                 {"store": str(Path(store).resolve()), "info": dict(getattr(st, "info", {}) or {})}, None)
+    if spec is None:
+        raise ConfigError(f"the {split} split needs a treebank or a store (--{split} or --store-{split})")
     path, sents = read_sentences(str(spec), limit)
     return Stream(extractor, sents, data_name(spec)), data_record(str(spec), path, len(sents)), sents
 
@@ -154,20 +151,27 @@ def static_vectors(kinds: Sequence[str], vectors: str | Path | None, extractor: 
     raise ConfigError("attn+emb / distances+emb need --vectors FILE or --model (for its input embeddings)")
 
 
-def random_init_streams(extractor: Any, sentences: Mapping[str, list[Sentence]], *, batch_size: int,
-                         device: str | None) -> tuple[Any, Any]:
+def random_init_streams(extractor: Any, sentences: Mapping[str, list[Sentence]], *, settings: ExtractorSettings
+                        ) -> tuple[Any, Any]:
     """A callable ``seed -> (train, eval)`` streams of a copy of the model re-initialised with ``seed`` (made when
-    called, one copy at a time), and what the record says of it."""
+    called, one copy at a time), and what the record says of it.
+
+    Each copy's extractor runs on the run's checked device and batch size (``settings``), with the model's
+    extractor's ``on_long`` and the extractor's defaults otherwise; nothing is checked again.
+    """
     if extractor is None or "train" not in sentences or "eval" not in sentences:
         logger.warning("random-init control skipped: it needs --model with --train and --eval treebanks")
         return None, "skipped: needs --model with --train and --eval treebanks"
+    from probes.extraction.checks import ExtractorSettings
     from probes.extraction.extractor import AttentionExtractor
     from probes.probing.controls import random_init_copy
 
+    copies = ExtractorSettings(device=settings.device, batch_size=settings.batch_size, on_long=extractor.on_long,
+                               progress=False)
+
     def streams(seed: int) -> tuple[Stream, Stream]:
         rand_model, _ = random_init_copy(extractor.model, random_state=seed)
-        rand_ex = AttentionExtractor(rand_model, extractor.tokenizer, batch_size=batch_size, device=device,
-                                     on_long=extractor.on_long, progress=False)
+        rand_ex = AttentionExtractor.from_settings(rand_model, extractor.tokenizer, copies)
         return Stream(rand_ex, sentences["train"]), Stream(rand_ex, sentences["eval"])
 
     from probes.extraction.families import embedding_parameters

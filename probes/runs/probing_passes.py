@@ -81,6 +81,14 @@ class _Relabelled:
         """The wrapped analysis' result."""
         return self.analysis.compute()
 
+    def merge(self, other: _Relabelled) -> None:
+        """Add the wrapped analysis of the same wrapper run on another shard."""
+        self.analysis.merge(other.analysis)
+
+    def reset(self) -> None:
+        """Forget everything the wrapped analysis saw."""
+        self.analysis.reset()
+
 
 def _halves(make: Any, mode: str) -> tuple[Any, Any]:
     """``(selection, report)`` analyses: two :class:`Half` wrappers (mode split), else one analysis twice."""

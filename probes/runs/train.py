@@ -31,6 +31,7 @@ from probes.results import Result, require_pandas, saveable
 from probes.run_record import RunRecord
 from probes.training.config import TrainConfig
 from probes.training.curves import TrainingCurves
+from probes.training.record import RECORD_TYPES, run_parts
 from probes.training.symmetry import HeadSymmetry
 from probes.training.trainer import TrainingRun
 from probes.world import World, launched_main, world_record
@@ -46,9 +47,10 @@ COMMAND = "probes train"
 SYMMETRY_SENTENCES = 32
 
 
-# the run's parts inside a saved TrainReport (the trainer's run and its options) are allowed to load
-saveable(TrainConfig)
+# the run's parts inside a saved TrainReport (the trainer's run, its options and record) are allowed to load
 saveable(TrainingRun)
+for _part in RECORD_TYPES:  # its training.json record: the config, the scheme inside it, the data and tokenizer
+    saveable(_part)
 
 
 @dataclass(frozen=True)
@@ -125,8 +127,7 @@ def _remove_report(out: Path) -> None:
         return
     if record.command != COMMAND:
         return
-    listed = record.detail("files")
-    files: list[Any] = listed if isinstance(listed, list) else []
+    files = record.details.files or ()
     for name in [*files, RUN_FILE]:
         try:
             target = inside_folder(out, name, what="file", source=path)
@@ -149,7 +150,7 @@ def _draw(curves: TrainingCurves, path: Path) -> Path:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from probes.reports.atomic import atomic_path
+    from probes.reports.figures import save_figure
 
     fig = Figure(figsize=(6.0, 3.6))
     FigureCanvasAgg(fig)
@@ -162,10 +163,7 @@ def _draw(curves: TrainingCurves, path: Path) -> Path:
     ax.set_xlabel("training tokens seen (step 0 drawn at 1)")
     ax.set_ylabel(f"{curves.objective} loss (nats per token)")
     ax.legend(fontsize=8)
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format=path.suffix.lstrip("."), dpi=150, bbox_inches="tight",
-                    **({"metadata": {"Date": None}} if path.suffix == ".svg" else {}))
-    return path
+    return save_figure(fig, path, pad_inches=None, text_as_text=False)  # matplotlib's margin and fonts, as before
 
 
 def _write_report(folder: OutputFolder, report: TrainReport) -> RunRecord:
@@ -267,8 +265,7 @@ def train_model(config: TrainConfig, out: str | Path, *, progress: bool = True, 
                       training={"stopped": run.stopped, "resumed_from": run.resumed_from, "last_step": run.last_step,
                                 "checkpoints": {str(k): str(v.relative_to(out)) for k, v in run.checkpoints.items()},
                                 "tokens_per_second": run.tokens_per_second, "allocator": run.allocator},
-                      data=run.training.get("data"), scheme=run.training.get("scheme"),
-                      tokenizer=run.training.get("tokenizer"), symmetry=measured, world=world_record(world, {}),
+                      **run_parts(run.training), symmetry=measured, world=world_record(world, {}),
                       timings={"training_s": run.seconds, "symmetry_s": time.perf_counter() - t1,
                                "total_s": time.perf_counter() - t0})
     extra_fields = dict(record or {})

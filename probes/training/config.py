@@ -3,7 +3,10 @@
 A config is recorded whole in every checkpoint's ``training.json`` and in the run folder, so a run can be
 resumed only with the options it started with (:meth:`TrainConfig.resume_key`), and any checkpoint says
 exactly how it was made. Each bad value is one :class:`~probes.errors.ConfigError` naming the option (as
-``probes train`` spells it), what was expected and what was found. No torch import.
+``probes train`` spells it), what was expected and what was found. The initialisation scheme is parsed here, once,
+into an :class:`~probes.training.schemes.InitScheme` that every layer below takes as it is. What each architecture
+is (its config, objective, tokenizer and limits) is its row of :data:`probes.extraction.families.FAMILIES`
+(:attr:`TrainConfig.family`). No torch import.
 """
 
 from __future__ import annotations
@@ -16,20 +19,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from probes.errors import ConfigError
+from probes.extraction.families import Sizes, Trainable, trainable_families
+from probes.training.schemes import InitScheme
 
-__all__ = ["TrainConfig", "ARCHS", "CHECKPOINT_RULES", "TRAIN_TOKENIZER", "BYTE_LEVEL_ARCHS", "BYTE_ALPHABET",
-           "SPECIAL_TOKENS", "RESUME_EXEMPT", "MAX_LAYERS", "MAX_HEADS", "MAX_HIDDEN", "MAX_INTERMEDIATE",
-           "MAX_SEQ_LEN", "MAX_BATCH_SIZE", "MAX_VOCAB", "MAX_STEPS", "checkpoint_steps"]
+__all__ = ["TrainConfig", "ARCHS", "CHECKPOINT_RULES", "TRAIN_TOKENIZER", "BYTE_ALPHABET", "RESUME_EXEMPT",
+           "MAX_LAYERS", "MAX_HEADS", "MAX_HIDDEN", "MAX_INTERMEDIATE", "MAX_SEQ_LEN", "MAX_BATCH_SIZE", "MAX_VOCAB",
+           "MAX_STEPS", "checkpoint_steps"]
 
-#: Architectures ``probes train`` builds: a BERT-style masked-LM encoder and two causal LMs.
-ARCHS: tuple[str, ...] = ("bert", "gpt2", "llama")
-#: Architectures whose trained tokenizer is byte-level BPE (BERT's is WordPiece).
-BYTE_LEVEL_ARCHS: tuple[str, ...] = ("gpt2", "llama")
+#: Architectures ``probes train`` builds (a BERT-style masked-LM encoder and two causal LMs): the families of
+#: :data:`probes.extraction.families.FAMILIES` with a ``training`` row, as the table held them at import.
+ARCHS: tuple[str, ...] = tuple(trainable_families())
 #: Bytes in a byte-level BPE alphabet: every vocabulary holds them all, so no input is ever unknown.
 BYTE_ALPHABET = 256
-#: Special tokens of a trained tokenizer, by architecture.
-SPECIAL_TOKENS: dict[str, tuple[str, ...]] = {"bert": ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"),
-                                              "gpt2": ("<|endoftext|>", "<pad>"), "llama": ("<|endoftext|>", "<pad>")}
 #: Where checkpoints are written: ``log2`` = steps 0, 1, 2, 4, 8, ... and the last.
 CHECKPOINT_RULES: tuple[str, ...] = ("log2",)
 #: Options a resumed run may change: they say how long to run, not what is trained.
@@ -69,6 +70,16 @@ def checkpoint_steps(rule: str, steps: int) -> list[int]:
     return sorted(out)
 
 
+def _scheme(init: InitScheme | str) -> InitScheme:
+    """``init`` as an :class:`InitScheme`: its text parsed (the one place it is), a scheme kept as it is."""
+    if isinstance(init, InitScheme):
+        return init
+    try:
+        return InitScheme.parse(init)
+    except ConfigError as exc:
+        raise ConfigError(f"--init: {exc}") from None
+
+
 def _short(value: Any, most: int = 60) -> str:
     """``repr(value)``, cut to ``most`` characters (an error line stays one short line)."""
     try:
@@ -79,8 +90,8 @@ def _short(value: Any, most: int = 60) -> str:
 
 
 def _whole(flag: str, value: Any, least: int, most: int | None = None) -> None:
-    ok = isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= least
-    if not ok or (most is not None and value > most):
+    ok = isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= least
+    if not ok or (most is not None and int(value) > most):
         span = f"from {least} to {most}" if most is not None else f">= {least}"
         raise ConfigError(f"{flag}: expected a whole number {span}, found {_short(value)}")
 
@@ -108,7 +119,8 @@ class TrainConfig:
         layers, heads, hidden: the size; head size = ``hidden / heads`` (``heads`` must divide ``hidden``).
         intermediate: the MLP's width (None: ``4 * hidden``).
         kv_heads: key/value heads of Llama's grouped-query attention (None: one per head).
-        init: the initialisation scheme (:class:`probes.training.schemes.InitScheme` text).
+        init: the initialisation scheme; given as its text (``identical+noise:0.01``), it is parsed on
+            construction, so the field always holds an :class:`~probes.training.schemes.InitScheme`.
         attention_dropout: dropout on attention probabilities (0: symmetric starts stay symmetric).
         hidden_dropout: every other dropout (embeddings, residual, MLP); Llama has none, so 0 there.
         seed: seed of the initialisation (and of the dropout masks); data_seed: of the data order and masks.
@@ -126,7 +138,7 @@ class TrainConfig:
     heads: int
     hidden: int
     treebank: tuple[str, ...]
-    init: str = "independent"
+    init: InitScheme = InitScheme("independent")
     intermediate: int | None = None
     kv_heads: int | None = None
     attention_dropout: float = 0.0
@@ -147,8 +159,9 @@ class TrainConfig:
     def __post_init__(self) -> None:
         treebank = (self.treebank,) if isinstance(self.treebank, str) else tuple(self.treebank)
         object.__setattr__(self, "treebank", treebank)
-        if self.arch not in ARCHS:
-            raise ConfigError(f"--arch: expected one of {', '.join(ARCHS)}, found {self.arch!r}")
+        archs = tuple(trainable_families())
+        if self.arch not in archs:
+            raise ConfigError(f"--arch: expected one of {', '.join(archs)}, found {_short(self.arch)}")
         self._check_size()
         self._check_training()
         self._check_data()
@@ -163,22 +176,18 @@ class TrainConfig:
         if self.intermediate is not None:
             _whole("--intermediate", self.intermediate, 1, MAX_INTERMEDIATE)
         if self.kv_heads is not None:
-            if self.arch != "llama":
-                raise ConfigError(f"--kv-heads: expected none for --arch {self.arch} (only llama has grouped-query "
-                                  f"attention), found {self.kv_heads!r}")
+            if not self.family.grouped_query:
+                grouped = ", ".join(name for name, row in trainable_families().items() if row.grouped_query)
+                raise ConfigError(f"--kv-heads: expected none for --arch {self.arch} (only {grouped} has "
+                                  f"grouped-query attention), found {self.kv_heads!r}")
             _whole("--kv-heads", self.kv_heads, 1, MAX_HEADS)
             if self.heads % self.kv_heads:
                 raise ConfigError(f"--kv-heads: expected a divisor of --heads {self.heads}, found {self.kv_heads}")
-        from probes.training.schemes import InitScheme
-
-        try:
-            InitScheme.parse(self.init)
-        except ConfigError as exc:
-            raise ConfigError(f"--init: {exc}") from None
+        object.__setattr__(self, "init", _scheme(self.init))  # parsed here, once
         _number("--attention-dropout", self.attention_dropout, 0.0, 1.0)
         _number("--hidden-dropout", self.hidden_dropout, 0.0, 1.0)
-        if self.arch == "llama" and self.hidden_dropout:
-            raise ConfigError(f"--hidden-dropout: expected 0 for --arch llama (it has no hidden dropout), "
+        if not self.family.hidden_dropout and self.hidden_dropout:
+            raise ConfigError(f"--hidden-dropout: expected 0 for --arch {self.arch} (it has no hidden dropout), "
                               f"found {self.hidden_dropout!r}")
 
     def _check_training(self) -> None:
@@ -209,13 +218,19 @@ class TrainConfig:
         if vocab is not None:
             if vocab > MAX_VOCAB:
                 raise ConfigError(f"--tokenizer: expected train:VOCAB with VOCAB <= {MAX_VOCAB}, found {vocab}")
-            least = len(SPECIAL_TOKENS[self.arch]) + (BYTE_ALPHABET if self.arch in BYTE_LEVEL_ARCHS else 1)
+            specials, byte_level = len(self.family.special_tokens), self.family.byte_level
+            least = specials + (BYTE_ALPHABET if byte_level else 1)
             if vocab < least:
-                kind = (f"{BYTE_ALPHABET} bytes" if self.arch in BYTE_LEVEL_ARCHS else "one piece")
+                kind = f"{BYTE_ALPHABET} bytes" if byte_level else "one piece"
                 raise ConfigError(f"--tokenizer: expected train:VOCAB with VOCAB >= {least} for --arch {self.arch} "
-                                  f"({kind} and {len(SPECIAL_TOKENS[self.arch])} special tokens), found {vocab}")
+                                  f"({kind} and {specials} special tokens), found {vocab}")
 
     # ------------------------------------------------------------------------------------------ derived
+    @property
+    def family(self) -> Trainable:
+        """How the architecture is built and trained: its row of :data:`probes.extraction.families.FAMILIES`."""
+        return trainable_families()[self.arch]
+
     @property
     def head_size(self) -> int:
         """``hidden / heads``."""
@@ -229,7 +244,13 @@ class TrainConfig:
     @property
     def masked_lm(self) -> bool:
         """Whether the objective is masked-LM (``bert``) rather than causal-LM."""
-        return self.arch == "bert"
+        return self.family.masked_lm
+
+    def sizes(self, vocab: int) -> Sizes:
+        """The model's sizes over a vocabulary of ``vocab`` entries (key/value heads: one per head unless given)."""
+        return Sizes(layers=self.layers, heads=self.heads, hidden=self.hidden, intermediate=self.intermediate_size,
+                     kv_heads=self.kv_heads or self.heads, positions=self.seq_len, vocab=vocab,
+                     attention_dropout=self.attention_dropout, hidden_dropout=self.hidden_dropout)
 
     @property
     def train_vocab(self) -> int | None:
@@ -246,9 +267,10 @@ class TrainConfig:
 
     # ------------------------------------------------------------------------------------------ records
     def to_dict(self) -> dict[str, Any]:
-        """Every option, JSON-ready (``treebank`` as a list)."""
+        """Every option, JSON-ready (``treebank`` as a list, ``init`` as its text)."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out["treebank"] = list(self.treebank)
+        out["init"] = self.init.text
         return out
 
     @classmethod
@@ -258,7 +280,8 @@ class TrainConfig:
         unknown = sorted(set(data) - known)
         if unknown:
             raise ConfigError(f"training config: expected keys among {', '.join(sorted(known))}, found {unknown}")
-        return cls(**{k: tuple(v) if k == "treebank" else v for k, v in data.items()})
+        values: dict[str, Any] = {k: tuple(v) if k == "treebank" else v for k, v in data.items()}
+        return cls(**values)
 
     def resume_key(self) -> dict[str, Any]:
         """The options a resumed run must share with the run it continues (all but ``max_minutes``)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -77,28 +77,25 @@ class TrainingCurves(Result):
                 f"unigram baseline {self.unigram_dev_loss:.3f}\n")
 
 
-def _number(value: Any) -> float:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
-
-
 def read_curves(run: str | Path) -> TrainingCurves:
     """The curves of the run folder ``run``, from its checkpoints' ``training.json``.
 
     Raises:
-        InputError: the run has no checkpoints.
+        InputError: the run has no checkpoints, or a checkpoint's record is not one (naming the file and field).
     """
-    from probes.training.checkpoints import list_checkpoints, read_training
+    from probes.extraction.trained_runs import list_checkpoints
+    from probes.training.checkpoints import read_training
 
     found = list_checkpoints(run)
     if not found:
         raise InputError("expected a training run with checkpoints (checkpoints/step-NNNNNN/), found none",
                          path=run)
     records = [read_training(folder) for folder in found.values()]
-    last = records[-1]
+    last = records[-1].run
     return TrainingCurves(
         steps=np.asarray(list(found), dtype=np.int64),
-        tokens_seen=np.asarray([int(r.get("tokens_seen", 0)) for r in records], dtype=np.int64),
-        train_loss=np.asarray([_number(r.get("train_loss")) for r in records], dtype=np.float64),
-        dev_loss=np.asarray([_number(r.get("dev_loss")) for r in records], dtype=np.float64),
-        unigram_dev_loss=_number(last.get("unigram_dev_loss")),
-        objective=str(last.get("objective", "masked-LM")))
+        tokens_seen=np.asarray([r.tokens_seen for r in records], dtype=np.int64),
+        train_loss=np.asarray([math.nan if r.train_loss is None else r.train_loss for r in records],
+                              dtype=np.float64),
+        dev_loss=np.asarray([r.dev_loss for r in records], dtype=np.float64),
+        unigram_dev_loss=float(last.unigram_dev_loss), objective=last.objective)

@@ -51,7 +51,7 @@ class TextSource:
     sentences: int
 
     def describe(self) -> dict[str, Any]:
-        """JSON-ready, for ``training.json``."""
+        """JSON-ready, for ``training.json`` (:class:`probes.training.record.DataRecord`)."""
         return {"spec": self.spec, "path": self.path, "sha256": self.sha256, "sentences": self.sentences}
 
 
@@ -63,11 +63,6 @@ class Corpus:
     dev: tuple[str, ...]
     sources: tuple[TextSource, ...]
     dev_rule: str
-
-    def describe(self) -> dict[str, Any]:
-        """JSON-ready, for ``training.json``: sources with their sha256, sentence counts, the dev rule."""
-        return {"sources": [s.describe() for s in self.sources], "train_sentences": len(self.train),
-                "dev_sentences": len(self.dev), "dev_rule": self.dev_rule}
 
 
 #: The largest plain-text file read as training data (1 GiB; read whole, so bounded).
@@ -114,7 +109,9 @@ def read_corpus(treebank: Sequence[str], select_on: str | None = None) -> Corpus
     With ``select_on``, every sentence of ``treebank`` trains and ``select_on`` is held out (it must be another
     file: a ConfigError when it is one of ``treebank``); without, :data:`DEV_RULE` picks the held-out tenth.
     """
-    sources, train, dev = [], [], []
+    sources: list[TextSource] = []
+    train: list[str] = []
+    dev: list[str] = []
     for spec in treebank:
         source, items = read_texts(spec)
         sources.append(source)

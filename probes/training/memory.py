@@ -4,8 +4,9 @@ A model of ``--hidden 65536 --layers 1024`` passes every range check and would s
 petabytes: :func:`check_memory` refuses it in one line, with the estimate and the memory found, before the data
 are read or a tensor is made. The estimate (:func:`estimate_memory`):
 
-* **parameters**, counted per architecture from the sizes (:func:`count_parameters`: the embeddings, every
-  layer's attention, MLP and norms, the LM head), within a few percent of what transformers builds;
+* **parameters**, counted from the sizes by the architecture's row of the families table (:func:`count_parameters`,
+  :attr:`probes.extraction.families.Trainable.parameters`: the embeddings, every layer's attention, MLP and norms,
+  the LM head), as transformers builds them;
 * **training state**: 16 bytes per parameter (float32 weights, their gradients and AdamW's two moments);
 * **activations** of one batch kept for the backward pass, float32: per layer and token about ``16 x hidden +
   2 x intermediate`` values plus three ``seq_len``-long attention rows per head (scores, probabilities,
@@ -22,12 +23,13 @@ import unless torch is installed and CUDA is to be asked.
 
 from __future__ import annotations
 
+import importlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from probes.errors import ConfigError
-from probes.training.config import SPECIAL_TOKENS, TrainConfig
+from probes.training.config import TrainConfig
 
 __all__ = ["MemoryEstimate", "count_parameters", "estimate_memory", "available_memory", "check_memory",
            "STATE_BYTES"]
@@ -65,24 +67,15 @@ class MemoryEstimate:
 
 def count_parameters(config: TrainConfig, vocab: int) -> int:
     """The parameters of ``config``'s model over a vocabulary of ``vocab`` entries (BERT and GPT-2 tie the LM
-    head to the embeddings; Llama does not)."""
-    h, inner, layers, vocab = config.hidden, config.intermediate_size, config.layers, max(vocab, 1)
-    if config.arch == "bert":  # q, k, v, o with biases, two LayerNorms, the MLP; positions, 2 types; MLM transform
-        layer = 4 * h * h + 2 * h * inner + 9 * h + inner
-        return vocab * h + config.seq_len * h + 2 * h + 2 * h + layers * layer + h * h + 3 * h + vocab
-    if config.arch == "gpt2":  # the same blocks; positions; a final LayerNorm
-        layer = 4 * h * h + 2 * h * inner + 9 * h + inner
-        return vocab * h + config.seq_len * h + layers * layer + 2 * h
-    kv = (config.kv_heads or config.heads) * config.head_size  # llama: no biases, gated MLP, two RMSNorms a layer
-    layer = 2 * h * h + 2 * h * kv + 3 * h * inner + 2 * h
-    return 2 * vocab * h + layers * layer + h
+    head to the embeddings; Llama does not): its family's count."""
+    return config.family.parameters(config.sizes(max(vocab, 1)))
 
 
 def estimate_memory(config: TrainConfig, vocab: int | None = None) -> MemoryEstimate:
     """The memory training ``config`` needs (see the module); ``vocab`` None: ``train:VOCAB``'s, else the
     fewest entries a vocabulary of the architecture has (a base tokenizer's is known once it is loaded)."""
     if vocab is None:
-        vocab = config.train_vocab or len(SPECIAL_TOKENS[config.arch]) + 1
+        vocab = config.train_vocab or len(config.family.special_tokens) + 1
     parameters = count_parameters(config, vocab)
     tokens = config.batch_size * config.seq_len
     attention = 3 * tokens * config.heads * config.seq_len  # scores, probabilities, dropout: T x T per head
@@ -93,8 +86,8 @@ def estimate_memory(config: TrainConfig, vocab: int | None = None) -> MemoryEsti
 
 def _host_memory() -> tuple[int, str] | None:
     """The system's available memory in bytes and where it was read; None when nothing says."""
-    try:
-        import psutil  # type: ignore[import-untyped]
+    try:  # by name: psutil ships no type hints, and its attributes are read as Any either way
+        psutil = importlib.import_module("psutil")
     except ImportError:
         pass
     else:

@@ -1,11 +1,13 @@
-"""A fresh model of a training run: a transformers config per architecture, built under the run's seed.
+"""A fresh model of a training run, built from its family's row of the one families table under the run's seed.
 
-``bert`` is :class:`~transformers.BertForMaskedLM`, ``gpt2`` :class:`~transformers.GPT2LMHeadModel`, ``llama``
-:class:`~transformers.LlamaForCausalLM` (grouped-query attention with ``kv_heads``). The config takes the size
-(``heads`` heads of ``hidden / heads`` each), every dropout from the run's config (attention dropout as given,
-the others ``hidden_dropout``, 0 by default), positions up to ``seq_len``, the tokenizer's vocabulary and special
-tokens, and eager attention (the attention weights probes reads). The weights are drawn by the architecture's
-own initialisation under ``torch.manual_seed(seed)``, then the initialisation scheme is applied
+What each architecture is comes from :data:`probes.extraction.families.FAMILIES` (the run's
+:attr:`~probes.training.config.TrainConfig.family`): ``bert`` is :class:`~transformers.BertForMaskedLM`, ``gpt2``
+:class:`~transformers.GPT2LMHeadModel`, ``llama`` :class:`~transformers.LlamaForCausalLM` (grouped-query
+attention with ``kv_heads``), each from its config class with the sizes under the config's own names. The config
+takes the size (``heads`` heads of ``hidden / heads`` each), every dropout from the run's config (attention
+dropout as given, the others ``hidden_dropout``, 0 by default), positions up to ``seq_len``, the tokenizer's
+vocabulary and special tokens, and eager attention (the attention weights probes reads). The weights are drawn by
+the architecture's own initialisation under ``torch.manual_seed(seed)``, then the initialisation scheme is applied
 (:func:`probes.training.schemes.apply_scheme`); the caller's random state is left as it was.
 """
 
@@ -15,10 +17,7 @@ from typing import Any
 
 from probes.training.config import TrainConfig
 
-__all__ = ["model_config", "build_model", "MODEL_CLASSES"]
-
-#: The transformers class built for each architecture.
-MODEL_CLASSES: dict[str, str] = {"bert": "BertForMaskedLM", "gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM"}
+__all__ = ["model_config", "build_model"]
 
 
 def _special_ids(tokenizer: Any) -> dict[str, int | None]:
@@ -31,22 +30,10 @@ def model_config(config: TrainConfig, tokenizer: Any) -> Any:
     """The transformers config of ``config``'s architecture, sized for ``tokenizer``'s vocabulary."""
     import transformers
 
-    common = {"vocab_size": len(tokenizer), "attn_implementation": "eager", **_special_ids(tokenizer)}
-    if config.arch == "bert":
-        return transformers.BertConfig(
-            hidden_size=config.hidden, num_hidden_layers=config.layers, num_attention_heads=config.heads,
-            intermediate_size=config.intermediate_size, max_position_embeddings=config.seq_len, type_vocab_size=2,
-            hidden_dropout_prob=config.hidden_dropout, attention_probs_dropout_prob=config.attention_dropout,
-            **common)
-    if config.arch == "gpt2":
-        return transformers.GPT2Config(
-            n_embd=config.hidden, n_layer=config.layers, n_head=config.heads, n_inner=config.intermediate_size,
-            n_positions=config.seq_len, attn_pdrop=config.attention_dropout, resid_pdrop=config.hidden_dropout,
-            embd_pdrop=config.hidden_dropout, **common)
-    return transformers.LlamaConfig(
-        hidden_size=config.hidden, num_hidden_layers=config.layers, num_attention_heads=config.heads,
-        num_key_value_heads=config.kv_heads or config.heads, intermediate_size=config.intermediate_size,
-        max_position_embeddings=config.seq_len, attention_dropout=config.attention_dropout, **common)
+    family = config.family
+    fields: dict[str, Any] = {**family.config_fields(config.sizes(len(tokenizer))), "vocab_size": len(tokenizer),
+                              "attn_implementation": "eager", **_special_ids(tokenizer)}
+    return getattr(transformers, family.config_class)(**fields)
 
 
 def build_model(config: TrainConfig, tokenizer: Any) -> Any:
@@ -55,15 +42,14 @@ def build_model(config: TrainConfig, tokenizer: Any) -> Any:
     import torch
     import transformers
 
-    from probes.training.schemes import InitScheme, apply_scheme
+    from probes.training.schemes import apply_scheme
 
-    scheme = InitScheme.parse(config.init)
-    cls = getattr(transformers, MODEL_CLASSES[config.arch])
+    cls = getattr(transformers, config.family.model_class)
     state = torch.random.get_rng_state()
     try:
         torch.manual_seed(config.seed)
         model = cls(model_config(config, tokenizer))
-        apply_scheme(model, scheme, config.seed)
+        apply_scheme(model, config.init, config.seed)
     finally:
         torch.random.set_rng_state(state)
     return model.train()

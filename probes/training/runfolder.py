@@ -2,8 +2,9 @@
 
 A ``probes train --out OUT`` folder is recognised by its record, ``OUT/training.json`` (written whole before the
 first step, :mod:`probes.training.trainer`): a folder holding one is a training run's, and the same command
-resumes it. :func:`read_run` reads that record back (a ``training.json`` that is no such record is refused, never
-touched); :func:`run_differences` says which option differs between it and a new config.
+resumes it. :func:`read_run` reads that record back as a :class:`~probes.training.record.TrainingRecord` (a
+``training.json`` that is no such record is refused, never touched); :func:`run_differences` says which option
+differs between it and a new config.
 
 A run stopped at any moment (Ctrl-C, ``kill -9``, a full disk) can leave temporary names behind:
 ``checkpoints/.step-NNNNNN.tmp-HOST-PID-N/`` (a checkpoint being written, :mod:`probes.atomic_io`'s names;
@@ -22,11 +23,11 @@ import logging
 import re
 import shutil
 from pathlib import Path
-from typing import Any
 
 from probes.errors import ConfigError, InputError, WriteError
-from probes.training.checkpoints import CHECKPOINTS_DIR, TRAINING_FILE
+from probes.extraction.trained_runs import CHECKPOINTS_DIR, TRAINING_FILE
 from probes.training.config import TrainConfig
+from probes.training.record import TrainingRecord
 
 __all__ = ["RUN_FILE", "TOKENIZER_DIR", "RESUME_DIR", "TRAINER_STATE", "read_run", "run_differences",
            "resume_state", "remove_stale", "remove_run"]
@@ -49,12 +50,12 @@ _TOP_TMP = re.compile(rf"^\.({re.escape(RUN_FILE)}|{TOKENIZER_DIR})\.tmp-\d+-\d+
 _RESUME = re.compile(r"^checkpoint-(\d+)$")
 
 
-def read_run(out: str | Path) -> tuple[dict[str, Any], TrainConfig] | None:
-    """``(record, config)`` of the training run in ``out``; None when ``out`` holds no ``training.json``.
+def read_run(out: str | Path) -> TrainingRecord | None:
+    """The record of the training run in ``out``; None when ``out`` holds no ``training.json``.
 
     Raises:
-        ConfigError: ``out/training.json`` is not the record of a ``probes train`` run (unreadable, not JSON, no
-            config): the folder is someone else's.
+        ConfigError: ``out/training.json`` is not the record of a ``probes train`` run (unreadable, not JSON, a
+            field missing or of the wrong type): the folder is someone else's.
     """
     from probes.safe_read import load_json
 
@@ -62,23 +63,18 @@ def read_run(out: str | Path) -> tuple[dict[str, Any], TrainConfig] | None:
     if not path.exists() and not path.is_symlink():
         return None
     try:
-        training = load_json(path, what="the record of a `probes train` run")
-        if not isinstance(training, dict) or not isinstance(training.get("config"), dict):
-            raise ConfigError("expected a JSON object with the run's config", path=path)
-        config = TrainConfig.from_dict(training["config"])
-    except (InputError, TypeError) as exc:
-        reason = exc.reason if isinstance(exc, InputError) else str(exc)
-        raise ConfigError(f"{out}: holds a {RUN_FILE} that is not the record of a `probes train` run ({reason}); "
+        return TrainingRecord.from_dict(load_json(path, what="the record of a `probes train` run"), path)
+    except InputError as exc:
+        raise ConfigError(f"{out}: holds a {RUN_FILE} that is not the record of a `probes train` run ({exc.reason}); "
                           "choose another --out folder", path=None) from None
-    return training, config
 
 
-def run_differences(training: dict[str, Any], before: TrainConfig, config: TrainConfig, processes: int) -> list[str]:
-    """``--option: A -> B`` for every option of the run's identity that differs, and the processes."""
-    changed = before.differences(config)
-    recorded = training.get("processes", 1)
-    if recorded != processes:
-        changed.append(f"processes: {recorded!r} -> {processes}")
+def run_differences(record: TrainingRecord, config: TrainConfig, processes: int) -> list[str]:
+    """``--option: A -> B`` for every option of the run's identity that differs between the run's ``record`` and
+    ``config``, and the processes."""
+    changed = record.config.differences(config)
+    if record.processes != processes:
+        changed.append(f"processes: {record.processes!r} -> {processes}")
     return changed
 
 

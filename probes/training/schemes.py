@@ -166,9 +166,8 @@ def _slabs(model: Any) -> list[dict[str, _Slab]]:
     return layers
 
 
-def apply_scheme(model: Any, scheme: InitScheme | str, seed: int) -> None:
-    """Apply ``scheme`` (an :class:`InitScheme` or its text) to ``model`` in place, after it was built under
-    ``torch.manual_seed(seed)``.
+def apply_scheme(model: Any, scheme: InitScheme, seed: int) -> None:
+    """Apply ``scheme`` to ``model`` in place, after it was built under ``torch.manual_seed(seed)``.
 
     ``identical``: every head of each layer becomes an exact copy of head 0 (the key/value heads copy key/value
     head 0 under grouped-query attention); ``identical+noise``: then noise from ``torch.Generator(seed + 1)``,
@@ -179,8 +178,6 @@ def apply_scheme(model: Any, scheme: InitScheme | str, seed: int) -> None:
     """
     import torch
 
-    if isinstance(scheme, str):
-        scheme = InitScheme.parse(scheme)
     if scheme.name == "independent":
         return
     generator = torch.Generator().manual_seed(int(seed) + 1)

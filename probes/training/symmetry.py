@@ -31,8 +31,9 @@ import numpy.typing as npt
 
 from probes.corpora.types import Sentence
 from probes.errors import ConfigError, InputError
+from probes.extraction.trained_runs import TRAINING_FILE, is_trained, resolve_trained
 from probes.results import Result, long_table
-from probes.training.checkpoints import TRAINING_FILE, is_trained, read_training, resolve_trained
+from probes.training.checkpoints import read_training
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -109,12 +110,9 @@ def attention_divergences(maps: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np
 
 
 def _step_of(folder: Path, index: int) -> int:
-    """A checkpoint's step: ``training.json``'s ``step``, else the number in a ``step-NNNNNN`` folder name."""
+    """A checkpoint's step: its record's (``training.json``), else the number in a ``step-NNNNNN`` folder name."""
     if (folder / TRAINING_FILE).is_file():
-        step = read_training(folder).get("step")
-        if isinstance(step, int) and not isinstance(step, bool) and step >= 0:
-            return step
-        raise InputError(f"expected a whole number >= 0 as 'step', found {step!r}", path=folder / TRAINING_FILE)
+        return read_training(folder).step
     match = _STEP_NAME.search(folder.name)
     if match is None:
         raise InputError(f"checkpoint {index + 1}: expected a {TRAINING_FILE} or a step-NNNNNN folder name to give "
@@ -171,7 +169,7 @@ def _checkpoint(folder: Path, items: list[tuple[str, tuple[str, ...]]], options:
 
 def _folders(checkpoints: Sequence[Path | str]) -> Iterator[Path]:
     for checkpoint in checkpoints:
-        yield Path(resolve_trained(checkpoint)) if is_trained(str(checkpoint)) else Path(checkpoint)
+        yield Path(resolve_trained(checkpoint)) if is_trained(checkpoint) else Path(checkpoint)
 
 
 def head_symmetry(checkpoints: Sequence[Path | str], sentences: Sequence[Sentence] | Sequence[str], *,
@@ -198,7 +196,9 @@ def head_symmetry(checkpoints: Sequence[Path | str], sentences: Sequence[Sentenc
     items = _items(sentences)
     found = [int(s) for s in steps] if steps is not None else [_step_of(f, i) for i, f in enumerate(folders)]
     options = {"device": device, "batch_size": batch_size, "progress": progress}
-    params, attention, used = [], [], None
+    params: list[npt.NDArray[np.float64]] = []
+    attention: list[npt.NDArray[np.float64]] = []
+    used: int | None = None
     for folder in folders:
         p, a, n = _checkpoint(folder, items, options)
         if params and p.shape != params[0].shape:

@@ -15,19 +15,21 @@ from collections.abc import Sequence
 from typing import Any
 
 from probes.errors import ConfigError
-from probes.training.config import BYTE_LEVEL_ARCHS, SPECIAL_TOKENS, TrainConfig
+from probes.extraction.families import Trainable, trainable_families
+from probes.training.config import TrainConfig
+from probes.training.record import TokenizerRecord
 
 __all__ = ["build_tokenizer", "train_tokenizer", "describe_tokenizer"]
 
 
-def _bert_bpe(texts: Sequence[str], vocab: int) -> Any:
+def _bert_bpe(texts: Sequence[str], vocab: int, family: Trainable) -> Any:
     """BERT's uncased normalizer and pre-tokenizer, ``[CLS] ... [SEP]``, over a character-level BPE vocabulary.
 
     Not WordPiece: the ``tokenizers`` WordPiece trainer numbers its ``##`` pieces in hash order, so two trainings
     on the same text can keep different pieces; its BPE trainer gives the same vocabulary every time."""
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
 
-    specials = list(SPECIAL_TOKENS["bert"])
+    specials = list(family.special_tokens)
     tok = Tokenizer(models.BPE(unk_token="[UNK]"))
     tok.normalizer = normalizers.BertNormalizer(lowercase=True, strip_accents=True, clean_text=True)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
@@ -40,10 +42,10 @@ def _bert_bpe(texts: Sequence[str], vocab: int) -> Any:
                  "mask_token": "[MASK]"}
 
 
-def _byte_bpe(texts: Sequence[str], vocab: int, arch: str) -> Any:
+def _byte_bpe(texts: Sequence[str], vocab: int, family: Trainable) -> Any:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
-    end, pad = SPECIAL_TOKENS[arch]
+    end, pad = family.special_tokens
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
     tok.decoder = decoders.ByteLevel()
@@ -55,11 +57,14 @@ def _byte_bpe(texts: Sequence[str], vocab: int, arch: str) -> Any:
 
 
 def train_tokenizer(texts: Sequence[str], arch: str, vocab: int, max_length: int) -> Any:
-    """A fast tokenizer of at most ``vocab`` entries trained on ``texts`` (BERT-style BPE for ``bert``, byte-level
-    BPE otherwise), as a :class:`transformers.PreTrainedTokenizerFast` that saves and loads like any model's."""
+    """A fast tokenizer of at most ``vocab`` entries trained on ``texts`` for the architecture ``arch`` (byte-level
+    BPE where its row of the families table says ``byte_level``, BERT-style BPE otherwise), as a
+    :class:`transformers.PreTrainedTokenizerFast` that saves and loads like any model's."""
     from transformers import PreTrainedTokenizerFast
 
-    tok, special = _byte_bpe(texts, vocab, arch) if arch in BYTE_LEVEL_ARCHS else _bert_bpe(texts, vocab)
+    family = trainable_families()[arch]
+    build = _byte_bpe if family.byte_level else _bert_bpe
+    tok, special = build(texts, vocab, family)
     return PreTrainedTokenizerFast(tokenizer_object=tok, model_max_length=max_length, **special)
 
 
@@ -89,9 +94,9 @@ def build_tokenizer(config: TrainConfig, texts: Sequence[str]) -> Any:
     return tokenizer
 
 
-def describe_tokenizer(config: TrainConfig, tokenizer: Any) -> dict[str, Any]:
+def describe_tokenizer(config: TrainConfig, tokenizer: Any) -> TokenizerRecord:
     """What ``training.json`` says about the tokenizer: its source, kind and vocabulary size."""
-    kind = ("BPE, BERT-style (uncased)" if config.arch not in BYTE_LEVEL_ARCHS else "byte-level BPE") \
+    kind = ("byte-level BPE" if config.family.byte_level else "BPE, BERT-style (uncased)") \
         if config.train_vocab is not None else type(tokenizer).__name__
-    return {"spec": config.tokenizer, "kind": kind, "vocab_size": len(tokenizer),
-            "trained_on": "the training sentences" if config.train_vocab is not None else None}
+    return TokenizerRecord(spec=config.tokenizer, kind=kind, vocab_size=len(tokenizer),
+                           trained_on="the training sentences" if config.train_vocab is not None else None)

@@ -2,8 +2,9 @@
 
 The run folder ``OUT`` holds:
 
-* ``training.json``: the run's record, written before the first step (the whole config, data sources with their
-  sha256, the tokenizer, the held-out rule, the unigram baseline); a rerun into ``OUT`` must match it;
+* ``training.json``: the run's record (:class:`~probes.training.record.TrainingRecord`), written before the first
+  step (the whole config, data sources with their sha256, the tokenizer, the held-out rule, the unigram baseline);
+  a rerun into ``OUT`` must match it;
 * ``tokenizer/``: the run's tokenizer, so a resumed run uses exactly the same one;
 * ``checkpoints/step-NNNNNN/``: the checkpoints (:mod:`probes.training.checkpoints`), at steps 0, 1, 2, 4, 8, ...
   and the last;
@@ -38,10 +39,13 @@ import numpy as np
 import numpy.typing as npt
 
 from probes.errors import ConfigError
+from probes.extraction.trained_runs import list_checkpoints
 from probes.training.allocator import keep_freed_memory
-from probes.training.checkpoints import list_checkpoints, write_checkpoint, writing
+from probes.training.checkpoints import write_checkpoint, writing
 from probes.training.config import TrainConfig
+from probes.training.data import TextSource
 from probes.training.memory import check_memory
+from probes.training.record import CheckpointRecord, DataRecord, OptimizerRecord, TrainingRecord, record_text
 from probes.training.runfolder import (
     RESUME_DIR,
     RUN_FILE,
@@ -63,6 +67,8 @@ DEV_BLOCKS = 512
 #: The optimizer, as ``TrainingArguments(optim=...)`` names it.
 OPTIMIZER = "adamw_torch"
 _TOKENS_RULE = "steps x batch size x processes x seq_len (every block is full: no padding)"
+#: The optimizer, its schedule and the gradient clipping, as the record keeps them (:func:`_arguments` sets them).
+_OPTIMIZER = OptimizerRecord(name=OPTIMIZER, schedule="linear", max_grad_norm=1.0)
 
 
 @dataclass(frozen=True)
@@ -76,7 +82,7 @@ class TrainingRun:
         resumed_from: the step this call resumed from (None: it started from scratch, or had nothing to do).
         stopped: ``finished``, ``max-minutes`` (stopped at a checkpoint by the time limit) or ``already finished``.
         seconds: this call's training time; tokens_per_second: its throughput.
-        training: the run's ``training.json`` (config, scheme, seeds, data, tokenizer, baseline).
+        training: the run's record, ``training.json`` (None: a finished run whose folder has lost it).
         allocator: what :func:`probes.training.allocator.keep_freed_memory` did, first thing.
     """
 
@@ -87,7 +93,7 @@ class TrainingRun:
     stopped: str
     seconds: float
     tokens_per_second: float
-    training: dict[str, Any]
+    training: TrainingRecord | None
     allocator: str = ""
 
     @property
@@ -103,21 +109,20 @@ class _Data:
     tokenizer: Any
     train: npt.NDArray[np.int64]
     dev_batches: list[dict[str, Any]]
-    record: dict[str, Any]
+    record: TrainingRecord
 
 
-def _check_run_folder(out: Path, config: TrainConfig) -> dict[str, Any] | None:
+def _check_run_folder(out: Path, config: TrainConfig) -> TrainingRecord | None:
     """The record of a previous run in ``out``, which must be of the same config; None for a new run.
 
     Raises:
         ConfigError: ``out`` holds a run of other options (each one named, with both values), or a
             ``training.json`` that is no run's record.
     """
-    found = read_run(out)
-    if found is None:
+    training = read_run(out)
+    if training is None:
         return None
-    training, before = found
-    changed = run_differences(training, before, config, launched_processes())
+    changed = run_differences(training, config, launched_processes())
     if changed:
         raise ConfigError(f"{out}: holds a training run with other options ({'; '.join(changed)}); run it with its "
                           "own options to resume it, train into another --out folder, or pass --overwrite to start "
@@ -125,16 +130,14 @@ def _check_run_folder(out: Path, config: TrainConfig) -> dict[str, Any] | None:
     return training
 
 
-def _check_data(out: Path, previous: dict[str, Any], sources: Sequence[Any]) -> None:
+def _check_data(out: Path, previous: TrainingRecord, sources: Sequence[TextSource]) -> None:
     """The data files must be those the run started with (same specs, same sha256); else name the first that
     differs."""
-    data = previous.get("data")
-    before = data.get("sources") if isinstance(data, dict) else None
-    before = [s for s in before if isinstance(s, dict)] if isinstance(before, list) else []
+    before = previous.data.sources
     for k, source in enumerate(sources):
-        old = before[k] if k < len(before) else {}
-        if old.get("sha256") != source.sha256:
-            was = f"sha256 {str(old.get('sha256'))[:12]}..." if old else "not part of it"
+        old = before[k] if k < len(before) else None
+        if old is None or old.sha256 != source.sha256:
+            was = f"sha256 {old.sha256[:12]}..." if old is not None else "not part of it"
             raise ConfigError(f"{out}: the data changed since the run started ({source.spec}: {was} then, sha256 "
                               f"{source.sha256[:12]}... now); run it on its own data to resume it, train into "
                               "another --out folder, or pass --overwrite to start over")
@@ -164,12 +167,11 @@ def _targets(batches: Sequence[dict[str, Any]], masked_lm: bool) -> npt.NDArray[
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
-def _prepare(config: TrainConfig, out: Path, previous: dict[str, Any] | None) -> _Data:
+def _prepare(config: TrainConfig, out: Path, previous: TrainingRecord | None) -> _Data:
     """Read and tokenize the data; train (or reload) the tokenizer; the run's record."""
     from probes.training.callbacks import SeededCollator
     from probes.training.curves import UNIGRAM_RULE, unigram_loss
     from probes.training.data import read_corpus, token_blocks
-    from probes.training.schemes import InitScheme
     from probes.training.tokenizer import build_tokenizer, describe_tokenizer
 
     corpus = read_corpus(config.treebank, config.select_on)
@@ -187,14 +189,12 @@ def _prepare(config: TrainConfig, out: Path, previous: dict[str, Any] | None) ->
     collator = SeededCollator(tokenizer=tokenizer, mlm=config.masked_lm, data_seed=config.data_seed)
     dev = _dev_batches(dev_blocks, collator, config.batch_size)
     baseline = unigram_loss(train_blocks, _targets(dev, config.masked_lm), len(tokenizer))
-    record = {"config": config.to_dict(), "scheme": InitScheme.parse(config.init).describe(),
-              "seeds": {"seed": config.seed, "data_seed": config.data_seed},
-              "data": {**corpus.describe(), "train_blocks": len(train_blocks), "dev_blocks": min(len(dev_blocks),
-                                                                                                  DEV_BLOCKS)},
-              "tokenizer": describe_tokenizer(config, tokenizer),
-              "objective": "masked-LM" if config.masked_lm else "causal-LM", "processes": launched_processes(),
-              "unigram_dev_loss": baseline, "unigram_rule": UNIGRAM_RULE, "tokens_rule": _TOKENS_RULE,
-              "optimizer": {"name": OPTIMIZER, "schedule": "linear", "max_grad_norm": 1.0}}
+    data = DataRecord(sources=corpus.sources, train_sentences=len(corpus.train), dev_sentences=len(corpus.dev),
+                      dev_rule=corpus.dev_rule, train_blocks=len(train_blocks),
+                      dev_blocks=min(len(dev_blocks), DEV_BLOCKS))
+    record = TrainingRecord(config=config, data=data, tokenizer=describe_tokenizer(config, tokenizer),
+                            processes=launched_processes(), unigram_dev_loss=baseline, unigram_rule=UNIGRAM_RULE,
+                            tokens_rule=_TOKENS_RULE, optimizer=_OPTIMIZER)
     return _Data(tokenizer=tokenizer, train=train_blocks, dev_batches=dev, record=record)
 
 
@@ -213,7 +213,8 @@ def _arguments(config: TrainConfig, out: Path) -> Any:
     return TrainingArguments(
         output_dir=str(out / RESUME_DIR), max_steps=config.steps, per_device_train_batch_size=config.batch_size,
         learning_rate=config.learning_rate, weight_decay=config.weight_decay, warmup_steps=config.warmup,
-        lr_scheduler_type="linear", optim=OPTIMIZER, max_grad_norm=1.0, seed=config.seed, data_seed=config.data_seed,
+        lr_scheduler_type=_OPTIMIZER.schedule, optim=_OPTIMIZER.name, max_grad_norm=_OPTIMIZER.max_grad_norm,
+        seed=config.seed, data_seed=config.data_seed,
         report_to=[], save_strategy="no", save_total_limit=1, logging_strategy="steps", logging_steps=1,
         disable_tqdm=True, dataloader_drop_last=True, dataloader_num_workers=0, remove_unused_columns=False,
         dataloader_pin_memory=torch.cuda.is_available(), log_level="error",
@@ -231,7 +232,7 @@ def _save_or_write_error(trainer: Any, folder: Path) -> None:
         with writing(folder):
             save(*args, **kwargs)
 
-    trainer._save_checkpoint = save_checkpoint  # type: ignore[method-assign]
+    trainer._save_checkpoint = save_checkpoint
 
 
 class _Blocks:
@@ -255,9 +256,9 @@ def _writer(out: Path, data: _Data, config: TrainConfig, world: int) -> Any:
 
     def write(step: int, model: Any, train_loss: float | None) -> Path:
         dev = held_out_loss(model, data.dev_batches, config.masked_lm)
-        info = {**data.record, "step": step, "tokens_seen": step * config.batch_size * world * config.seq_len,
-                "train_loss": train_loss, "dev_loss": dev}
-        return write_checkpoint(out, step, model, data.tokenizer, info)
+        record = CheckpointRecord(run=data.record, step=step, train_loss=train_loss, dev_loss=dev,
+                                  tokens_seen=step * config.batch_size * world * config.seq_len)
+        return write_checkpoint(out, model, data.tokenizer, record)
 
     return write
 
@@ -296,7 +297,7 @@ def train(config: TrainConfig, out: str | Path, *, progress: bool = True, resume
     if config.steps in found:
         if main:
             shutil.rmtree(out / RESUME_DIR, ignore_errors=True)  # stopped between its last step and this
-        return TrainingRun(out, config, found, None, "already finished", 0.0, 0.0, previous or {}, allocator)
+        return TrainingRun(out, config, found, None, "already finished", 0.0, 0.0, previous, allocator)
     data = _prepare(config, out, previous)
     check_memory(config, len(data.tokenizer))  # now with the tokenizer's own size
     if main:  # every rank builds the same tokenizer; rank 0 keeps it
@@ -304,14 +305,12 @@ def train(config: TrainConfig, out: str | Path, *, progress: bool = True, resume
     return _fit(config, out, data, progress, callbacks, allocator)
 
 
-def _keep_record(out: Path, data: _Data, previous: dict[str, Any] | None) -> None:
+def _keep_record(out: Path, data: _Data, previous: TrainingRecord | None) -> None:
     """Write the run's record (first: it makes the folder a training run's) and its tokenizer, each whole."""
-    import json
-
     with writing(out):
         out.mkdir(parents=True, exist_ok=True)
     if previous is None:  # another rank may read it as the run's record: written whole
-        text = json.dumps(data.record, indent=2, sort_keys=True) + "\n"
+        text = record_text(data.record)
         _whole(out / RUN_FILE, lambda tmp: tmp.write_text(text, encoding="utf-8"))
     if previous is None:  # a tokenizer/ left by hand beside no record must at least be this run's
         _check_tokenizer(out, data.tokenizer)
@@ -356,7 +355,7 @@ def _fit(config: TrainConfig, out: Path, data: _Data, progress: bool, callbacks:
     _save_or_write_error(trainer, out / RESUME_DIR)
     # The Trainer counts each batch's FLOPs for its state's `total_flos` (a walk over the parameters per step,
     # about 1% of a small model's step); probes reports tokens per second instead.
-    trainer.floating_point_ops = lambda inputs: 0
+    trainer.floating_point_ops = lambda inputs: 0  # type: ignore[method-assign]  # this Trainer's count only
     from transformers.utils import logging as hf_logging
 
     bars = hf_logging.is_progress_bar_enabled()

@@ -1,13 +1,14 @@
 """A thin CLI: each check runs once per request, in the library; extraction options travel as one argument.
 
 The checks are counted by wrapping them (the wrappers call the real check, so a bad value still fails).
-``check_options`` is also called by the extractor's own construction (``from_pretrained`` before the model
-loads, the constructor for an extractor built by hand); the count here is of the calls made outside
-``probes.extraction``: the run's one check of every extractor option before any work.
+``check_options`` is counted wherever it can be called from (the run's check, and the extractor's own
+construction, which a run loading its model by name no longer reaches): a request checks its extractor options
+once, in the run, before any work (tests/test_validate_once.py counts it for every command).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections import Counter
@@ -39,8 +40,13 @@ def _count(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, calls: Counte
     monkeypatch.setattr(owner, name, counted)
 
 
-def _outside_extraction(calls: Counter[str]) -> dict[str, int]:
-    return {module: n for module, n in calls.items() if not module.startswith("probes.extraction")}
+def _count_check_options(monkeypatch: pytest.MonkeyPatch, calls: Counter[str]) -> None:
+    """Count ``check_options`` in its own module and where the extractor holds it by name."""
+    import probes.extraction.checks as checks_module
+    import probes.extraction.extractor as extractor_module
+
+    _count(monkeypatch, checks_module, "check_options", calls)
+    monkeypatch.setattr(extractor_module, "check_options", checks_module.check_options)
 
 
 def _invoke(args: list[str]) -> Any:
@@ -51,18 +57,17 @@ def _invoke(args: list[str]) -> Any:
 
 def test_one_leaderboard_request_checks_each_thing_once(tiny_model: Path, tmp_path: Path,  # noqa: F811
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Before: check_analyses ran 3 times, the sources twice (CLI and library), check_options twice."""
-    import probes.extraction.extractor as extractor_module
+    """Before: check_analyses ran 3 times, the sources twice (CLI and library), check_options 3 times."""
     import probes.runs.leaderboard as leaderboard_module
 
     analyses, sources, options = Counter[str](), Counter[str](), Counter[str]()
     _count(monkeypatch, leaderboard_module, "check_analyses", analyses)
     _count(monkeypatch, leaderboard_module, "_check_sources", sources)
-    _count(monkeypatch, extractor_module, "check_options", options)
+    _count_check_options(monkeypatch, options)
     _invoke(["leaderboard", "--model", str(tiny_model), "--treebank", DEV, "--out", str(tmp_path / "run"),
              "--min-count", "10", "--no-figures", "--no-progress", "--device", "cpu", "--analyses", "specials"])
     assert sum(analyses.values()) == 1 and sum(sources.values()) == 1
-    assert _outside_extraction(options) == {"probes.runs.extraction_options": 1}
+    assert options == {"probes.runs.extraction_options": 1}
     import probes.cli.syntax as cli
 
     assert not hasattr(cli, "_check_sources") and not hasattr(cli, "check_analyses")  # one copy: the library's
@@ -70,15 +75,14 @@ def test_one_leaderboard_request_checks_each_thing_once(tiny_model: Path, tmp_pa
 
 def test_one_coref_request_checks_the_extractor_options_once(tiny_model: Path, tmp_path: Path,  # noqa: F811
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    import probes.extraction.extractor as extractor_module
-    import probes.runs.coreference as coreference_module
+    import probes.runs.anaphora_inputs as anaphora_module
 
     options, run_options = Counter[str](), Counter[str]()
-    _count(monkeypatch, extractor_module, "check_options", options)
-    _count(monkeypatch, coreference_module, "check_run_options", run_options)
+    _count_check_options(monkeypatch, options)
+    _count(monkeypatch, anaphora_module, "check_run_options", run_options)
     _invoke(["coref", "--model", str(tiny_model), "--treebank", str(GUM_STYLE), "--out", str(tmp_path / "coref"),
              "--select-on", "same", "--n-resamples", "20", "--no-figures", "--no-progress", "--device", "cpu"])
-    assert _outside_extraction(options) == {"probes.runs.extraction_options": 1}
+    assert options == {"probes.runs.extraction_options": 1}
     assert sum(run_options.values()) == 1
 
 
@@ -109,10 +113,10 @@ def test_extraction_options_passed_to_the_library_reach_the_extractor(tiny_model
 
     board = leaderboard(tiny_model, TEST, select_on="same", min_count=10, device="cpu", limit=10,
                         extraction=ExtractionOptions(dtype="bfloat16", max_batch_tokens=64, max_attention_mb=50.0))
-    info = board.record.detail("extractor")
+    info = board.record.extractor
     assert (info["dtype"], info["max_batch_tokens"], info["max_attention_mb"]) == ("bfloat16", 64, 50.0)
     plain = leaderboard(tiny_model, TEST, select_on="same", min_count=10, device="cpu", limit=10)
-    info = plain.record.detail("extractor")  # no options: the extractor's own defaults, as before
+    info = plain.record.extractor  # no options: the extractor's own defaults, as before
     assert (info["dtype"], info["max_batch_tokens"], info["max_attention_mb"]) == ("float32", None, DEFAULT_ATTENTION_MB)
 
 
@@ -136,7 +140,7 @@ def test_no_context_variable_carries_options() -> None:
     import probes.runs.inputs as inputs
 
     assert not hasattr(inputs, "extraction_options") and not hasattr(inputs, "_EXTRACTION")
-    assert ExtractionOptions().as_kwargs() == {"dtype": "float32", "max_batch_tokens": None,
+    assert dataclasses.asdict(ExtractionOptions()) == {"dtype": "float32", "max_batch_tokens": None,
                                                "max_attention_mb": DEFAULT_ATTENTION_MB, "device_map": None}
 
 

@@ -133,7 +133,7 @@ def test_coreference_and_bridging_from_python(tiny: Path, minilm_path: Path, tmp
     run = coreference(ex, tiny, select_on="same", n_resamples=50, progress=False)
     assert list(tmp_path.iterdir()) == []
     assert run.selection is None and run.result.units == ("tiny_story", "tiny_note")
-    assert run.record.detail("selection")["mode"] == "same" and run.record.options["model"] == str(minilm_path)
+    assert run.record.selection.mode == "same" and run.record.options.model == str(minilm_path)
     assert {t: c["evaluated"] for t, c in run.result.counts.items()} == {"pronoun": 2, "proper": 1, "nominal": 1}
     assert "Rule-based sieve" in run.format() and run.format().endswith(INDEXING_NOTE)
     table = run.to_pandas()

@@ -141,8 +141,8 @@ def no_loading(monkeypatch: pytest.MonkeyPatch) -> None:
     def fail(*args: object, **kwargs: object) -> None:
         raise AssertionError("the model was loaded before the options were checked")
 
-    monkeypatch.setattr(loading, "load_pretrained", fail)
-    monkeypatch.setattr(extractor, "load_pretrained", fail)
+    monkeypatch.setattr(loading, "load_resolved", fail)
+    monkeypatch.setattr(extractor, "load_resolved", fail)
 
 
 @pytest.mark.parametrize("args, message", [

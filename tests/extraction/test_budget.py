@@ -269,8 +269,8 @@ def test_budget_tokens_shrink_with_heads_and_coreference_windows_follow(models: 
                           progress=False)
         windows[name] = run.record.data["window_tokens"]
         assert windows[name] == extractor.budget_tokens() < extractor.max_tokens
-        assert run.record.detail("model")["budget_tokens"] == windows[name]
-        assert run.record.detail("model")["max_attention_mb"] == 0.1
+        assert run.record.details.model["budget_tokens"] == windows[name]
+        assert run.record.details.model["max_attention_mb"] == 0.1
     assert windows["bert16"] < windows["bert"]
 
 

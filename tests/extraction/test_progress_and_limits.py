@@ -63,16 +63,16 @@ def test_the_bar_moves_with_each_forward_pass(tiny_bert: Path, bars: list[Any],
 
 
 def test_leaderboard_bars_say_what_they_cover(tiny_bert: Path, bars: list[Any]) -> None:
-    from probes.runs.leaderboard_inputs import from_model
+    from probes.runs.leaderboard_inputs import FromModel, from_model
 
     extractor = AttentionExtractor.from_pretrained(tiny_bert, batch_size=4, device="cpu", progress=True)
-    report, _, _, _, _ = from_model(extractor, _sentences(6), None, batch_size=4, device=None, progress=True)
+    report = from_model(FromModel(extractor, _sentences(6))).report_pairs
     assert len(list(report)) == 6  # one pass, selected on a half: not "report split"
     assert [(b.desc, b.total, b.n) for b in bars] == [("report data (selection and report)", 6, 6)]
     bars.clear()
-    report, select, _, _, _ = from_model(extractor, _sentences(5), _sentences(3, prefix="v"), batch_size=4,
-                                         device=None, progress=True)
-    assert len(list(select)) == 3 and len(list(report)) == 5
+    inputs = from_model(FromModel(extractor, _sentences(5), _sentences(3, prefix="v")))
+    report, select = inputs.report_pairs, inputs.select_pairs
+    assert select is not None and len(list(select)) == 3 and len(list(report)) == 5
     assert [(b.desc, b.total, b.n) for b in bars] == [("selection split (selection data)", 3, 3),
                                                        ("report split (report data)", 5, 5)]
 

@@ -273,8 +273,8 @@ def test_coreference_and_bridging_tables_are_unchanged(models: dict[str, Path], 
     selective, full = _twins(models["bert"], batch_size=4)
     got = run(selective, corpus, direction=direction, n_resamples=10, progress=False)
     want = run(full, corpus, direction=direction, n_resamples=10, progress=False)
-    rows_only = got.record.detail("extraction_report")["n_rows_only"]
-    assert rows_only == (got.record.detail("extraction_report")["n_yielded"] if direction == "anaphor_to_antecedent" else 0)
+    rows_only = got.record.details.extraction_report["n_rows_only"]
+    assert rows_only == (got.record.details.extraction_report["n_yielded"] if direction == "anaphor_to_antecedent" else 0)
     assert rows_only or direction != "anaphor_to_antecedent"
     for mine, theirs in ((got.result, want.result), (got.selection, want.selection)):
         a, b = _arrays(mine), _arrays(theirs)

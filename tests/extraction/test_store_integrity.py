@@ -129,8 +129,7 @@ def test_probe_stores_are_checked(store: Path) -> None:
     from probes.runs.probing_inputs import open_inputs
 
     flip(store / "shard-00000.npy")
-    _, streams, _ = open_inputs(None, {"data": {}}, batch_size=1, device=None, on_long="skip",
-                                splits=[("train", None, store, None)])
+    _, streams, _ = open_inputs(None, {"data": {}}, splits=[("train", None, store, None)])
     with pytest.raises(DamagedStoreError, match=r"shard-00000\.npy"):
         list(streams["train"])
 

@@ -129,9 +129,9 @@ def test_importance_and_prune_commands_with_lm_on_a_decoder(decoder: tuple[Any, 
 
     _, _, folder = decoder
     run = importance(str(folder), str(SAMPLE), objective="lm", limit=16, n_resamples=20, device="cpu")
-    assert run.result.objective == "lm" and run.record.details["objective"]["kind"] == "causal-lm"
+    assert run.result.objective == "lm" and run.record.details.importance.objective["kind"] == "causal-lm"
     assert np.isfinite(run.result.loo_effect).all() and (run.result.raw_importance > 0).any()
-    assert "T-1 predictions" in run.record.details["objective"]["rule"]
+    assert "T-1 predictions" in run.record.details.importance.objective["rule"]
     curves = prune(str(folder), str(SAMPLE), objective="lm", limit=16, step=0.5, random_seeds=(0,), orders=(),
                    one_per_layer=False, leaderboard_at=None, device="cpu")
     assert curves.curves.objective == "lm" and np.isfinite(curves.curves.values).all()

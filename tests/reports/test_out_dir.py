@@ -90,8 +90,8 @@ def test_the_cli_refuses_a_read_only_out_before_loading_the_model(tmp_path, monk
     def no_model(*args, **kwargs):  # "before loading the model": checked by what is called, not by the clock
         raise AssertionError("the model was loaded before the output folder was checked")
 
-    monkeypatch.setattr(loading, "load_pretrained", no_model)
-    monkeypatch.setattr(extractor, "load_pretrained", no_model)
+    monkeypatch.setattr(loading, "load_resolved", no_model)
+    monkeypatch.setattr(extractor, "load_resolved", no_model)
     code = main(["leaderboard", "--model", str(tmp_path / "no-such-model"), "--treebank", str(SAMPLE),
                  "--out", str(tmp_path / "out"), "--no-progress"])
     err = capsys.readouterr().err.strip().splitlines()

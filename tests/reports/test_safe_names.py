@@ -112,17 +112,18 @@ def test_a_link_out_of_the_folder_is_refused(tmp_path):
     assert not any((tmp_path / "elsewhere").iterdir())
 
 
-def test_a_writer_cannot_write_outside_the_folder_during_a_run(tmp_path):
-    """Whichever path a report writer builds, a file written outside the folder is refused before it exists."""
+def test_a_writer_cannot_add_a_file_outside_the_folder(tmp_path):
+    """The folder checks the paths it hands out before anything is written (above) and every file added: a
+    file a writer wrote outside it ends the run before ``run.json`` (tests/reports/test_output_roots.py)."""
     from probes.reports.tables import write_csv
 
     def write(folder: OutputFolder) -> dict:
-        write_csv([{"a": 1}], folder.root / "figures" / ".." / ".." / "victim.csv")
+        folder.add(write_csv([{"a": 1}], folder.root / "figures" / ".." / ".." / "victim.csv"))
         return {"command": "test"}
 
     with pytest.raises(ConfigError, match="outside the output folder"):
         write_output(tmp_path / "out", "test", write)
-    assert not (tmp_path / "victim.csv").exists()
+    assert not (tmp_path / "out" / "run.json").exists()
 
 
 def test_a_crafted_relation_writes_its_figure_inside_out(tmp_path):
@@ -152,3 +153,10 @@ def test_a_crafted_relation_writes_its_figure_inside_out(tmp_path):
     every = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert all(p.resolve().is_relative_to(out.resolve()) for p in every)
     assert all(Path(p).resolve().is_relative_to(out.resolve()) for p in paths.values())
+
+
+def test_a_device_name_stays_readable_and_apart_from_its_spelling():
+    """UD's ``aux`` relation is a Windows device name: its figure is ``aux_.png``, not a hashed name."""
+    assert [safe_name(label) for label in ("aux", "AUX", "NUL.png", "con")] == ["aux_", "AUX_", "NUL_.png", "con_"]
+    names = safe_names(["aux", "aux_", "det"])
+    assert names["aux_"] == "aux_" and names["aux"] != "aux_" and names["det"] == "det"

@@ -51,7 +51,7 @@ def test_heads_table_has_one_row_per_head_with_every_measure(bert_atlas: Atlas) 
     assert bert_atlas.distances.n_items == 20
     # a bare BertModel has no masked-LM head: no gradients, and the note says why
     assert bert_atlas.gradients is None and "no language-model head" in bert_atlas.gradients_note
-    assert bert_atlas.record.detail("leaderboard")["selection"]["mode"] == "split"
+    assert bert_atlas.record.details.atlas.leaderboard.selection.mode == "split"
 
 
 def test_write_and_load_back(bert_atlas: Atlas, tmp_path: Path) -> None:

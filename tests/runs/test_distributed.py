@@ -271,14 +271,15 @@ def test_torchrun_train_is_data_parallel(launch: Launch, tmp_path: Path, capsys:
     """
     from safetensors.torch import load_file
 
-    from probes.training.checkpoints import list_checkpoints, read_training
+    from probes.extraction.trained_runs import list_checkpoints
+    from probes.training.checkpoints import read_training
 
     out = launch.folder("train")
     assert launch.stdout["train"].count("Curves:") == 1  # rank 0 alone prints
     found = list_checkpoints(out)
     assert sorted(found) == [0, 1, 2, 4, 6]
     last = read_training(found[6])
-    assert last["processes"] == 2 and last["tokens_seen"] == 6 * 4 * 2 * 32
+    assert last.run.processes == 2 and last.tokens_seen == 6 * 4 * 2 * 32
     first, trained = load_file(found[0] / "model.safetensors"), load_file(found[6] / "model.safetensors")
     assert any(not (first[k] == trained[k]).all() for k in first)  # it trained
     run = json.loads((out / "run.json").read_text())

@@ -74,7 +74,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory):
 
 
 def _units(run, analysis: str) -> list[dict]:
-    return [u for u in run.record.detail("units") if u["analysis"] == analysis]
+    return [u for u in run.record.details.run.units if u["analysis"] == analysis]
 
 
 def test_seed_pairs_hold_the_matching_match_models_gives(lab) -> None:
@@ -112,7 +112,7 @@ def test_match_keys_hold_both_models_and_the_null_models_weights(lab) -> None:
     import json
 
     _, out, run = lab
-    models = run.record.detail("models")
+    models = run.record.details.models
     (unit,) = _units(run, "match-copy")
     inputs = json.loads((out / unit["path"] / "unit.json").read_text())["inputs"]
     assert inputs["model"]["weights_sha256"] == models["independent-s1"]["weights_sha256"]
@@ -128,7 +128,7 @@ def test_the_comparison_gets_match_units_with_their_pair(lab) -> None:
 
     _, out, _ = lab
     again = report_experiment(out, out=out.parent / "report-copy")
-    assert {u["model"] for u in again.record.detail("units") if u["kind"] == "match"} == {"independent-s1"}
+    assert {u["model"] for u in again.record.details.run.units if u["kind"] == "match"} == {"independent-s1"}
 
 
 _FILE = """

@@ -76,7 +76,7 @@ def _run(path: Path, out: Path):
 
 
 def _how(run) -> dict[str, str]:
-    return {u["model"]: u["how"] for u in run.record.detail("units") if u["kind"] == "train"}
+    return {u["model"]: u["how"] for u in run.record.details.run.units if u["kind"] == "train"}
 
 
 @pytest.fixture(scope="module")
@@ -91,10 +91,10 @@ def lab(tmp_path_factory: pytest.TempPathFactory):
 
 
 def test_training_units_are_trained_into_the_run_folder_before_the_analyses(lab) -> None:
-    from probes.training.checkpoints import list_checkpoints
+    from probes.extraction.trained_runs import list_checkpoints
 
     _, out, run, stamps = lab
-    units = [u for u in run.record.detail("units") if u["kind"] == "train"]
+    units = [u for u in run.record.details.run.units if u["kind"] == "train"]
     assert [(u["data"], u["options"]["seed"]) for u in units] == [(c, s) for c, seeds in CELLS.items() for s in seeds]
     for u in units:
         folder = out / u["run_folder"]
@@ -103,7 +103,7 @@ def test_training_units_are_trained_into_the_run_folder_before_the_analyses(lab)
         assert json.loads((folder / "run.json").read_text())["command"] == "probes train"
         assert u["how"] == "trained" and not u["reused"] and u["seconds"] > 0
         assert u["options"]["config"]["seed"] == u["options"]["seed"] and u["options"]["config"]["data_seed"] == 0
-    lines = run.record.detail("train")["lines"]
+    lines = run.record.details.run.train["lines"]
     assert lines[0].startswith("train identical seed 1: 20 steps, ") and "tokens/s" in lines[0]
     assert run.record.timings["train_s"] > 0
     assert len(stamps) == 4 * 7
@@ -114,7 +114,7 @@ def test_identical_heads_stay_exactly_equal_and_independent_ones_do_not(lab) -> 
     from probes.results import load
 
     _, out, run, _ = lab
-    found = {u["model"]: load(out / u["path"] / "result") for u in run.record.detail("units") if u["kind"] == "train"}
+    found = {u["model"]: load(out / u["path"] / "result") for u in run.record.details.run.units if u["kind"] == "train"}
     for name in ("identical-s1", "identical-s2"):
         symmetry = found[name].symmetry
         assert symmetry.steps[-1] == 20 and symmetry.attention_distance.shape == (7, 2, 2, 2)
@@ -127,7 +127,7 @@ def test_identical_heads_stay_exactly_equal_and_independent_ones_do_not(lab) -> 
 
 def test_lab_models_carry_their_lab_info_and_the_selectors_choose_them(lab) -> None:
     _, out, run, _ = lab
-    models = run.record.detail("models")
+    models = run.record.details.models
     assert sorted(models) == sorted([f"{c}-s{s}" for c in CELLS for s in (1, 2)]
                                     + [f"{c}-s{s}-step{k}" for c in CELLS for s in (1, 2) for k in (0, 8)])
     assert models["identical-s2"]["spec"] == f"trained:{out}/train/identical/seed-2@last"
@@ -137,10 +137,10 @@ def test_lab_models_carry_their_lab_info_and_the_selectors_choose_them(lab) -> N
     assert models["independent-s1-step8"]["spec"].endswith("seed-1@8")
     assert run.comparison.models == {}  # no [models] here: the lab's models enter only the lab's section
     assert {r.cell for r in run.comparison.lab.final_loss} == set(CELLS)
-    atlas = sorted(u["model"] for u in run.record.detail("units") if u["kind"] == "atlas")
+    atlas = sorted(u["model"] for u in run.record.details.run.units if u["kind"] == "atlas")
     assert atlas == sorted(["identical-s1", "identical-s2", "independent-s1", "independent-s2",
                             "independent-s1-step8", "independent-s2-step8"])
-    skipped = run.record.detail("train")["skipped"]
+    skipped = run.record.details.run.train["skipped"]
     assert "identical-s1-step20: not a model, step 20 is its last step (that is the model itself)" in skipped
     assert "identical-s1-step64: not a model, step 64 is beyond its last step 20" in skipped
 
@@ -150,7 +150,7 @@ def test_train_units_reach_the_comparison_with_their_options(lab) -> None:
 
     _, out, _, _ = lab
     again = report_experiment(out, out=out.parent / "report-copy")  # from the saved units alone
-    record_units = [u for u in again.record.detail("units") if u["kind"] == "train"]
+    record_units = [u for u in again.record.details.run.units if u["kind"] == "train"]
     assert len(record_units) == 4
     independent = next(r for r in again.comparison.lab.final_loss if r.cell == "independent")
     assert independent.n_seeds == 2 and independent.init == "independent"  # the seeds' lab info, read back
@@ -171,7 +171,7 @@ def test_second_run_reuses_every_training_unit(lab, tmp_path: Path, monkeypatch:
     run = _run(path, copy)
     assert _stamps(copy) == before
     assert set(_how(run).values()) == {"re-used, as trained before"}
-    assert all(u["reused"] for u in run.record.detail("units"))
+    assert all(u["reused"] for u in run.record.details.run.units)
 
 
 def test_a_changed_option_retrains_only_its_cell(lab, tmp_path: Path) -> None:

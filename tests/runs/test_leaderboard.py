@@ -139,12 +139,13 @@ def test_board_views_are_one_based_and_say_where_heads_were_chosen(tmp_path):
 
 def test_run_record_is_written_once_and_lists_every_file(tmp_path, monkeypatch):
     import probes.reports.leaderboard as report_module
-    import probes.reports.writer as record_module
     from probes.reports.tables import write_json
+    from probes.run_record import RunRecord
 
-    written = []
-    for module in (report_module, record_module):  # every writer of JSON on the way
-        monkeypatch.setattr(module, "write_json", lambda obj, path: written.append(path) or write_json(obj, path))
+    written = []  # every writer of JSON on the way: the report's tables, and run.json's one writer
+    monkeypatch.setattr(report_module, "write_json", lambda obj, path: written.append(path) or write_json(obj, path))
+    save = RunRecord.save
+    monkeypatch.setattr(RunRecord, "save", lambda record, path: written.append(save(record, path)) or written[-1])
     paths = leaderboard_from_pairs(_pairs(11), report_name="rep", min_count=1).write(tmp_path, figures=False)
     assert [p for p in written if p.name == "run.json"] == [tmp_path / "run.json"]
     run = json.loads(paths["run.json"].read_text())
@@ -165,7 +166,7 @@ def test_library_run_from_a_model_equals_pairs_and_writes_nothing(tmp_path, monk
     board = leaderboard(extractor, sentences, min_count=1)
     direct = leaderboard_from_pairs(extractor.iter_attention(sentences), min_count=1)
     assert board.rows == direct.rows and board.record.data["report"] == {"sentences": 4}
-    assert board.record.detail("extraction_report")["n_yielded"] == 4 and board.record.has("versions")
+    assert board.record.details.extraction_report["n_yielded"] == 4 and board.record.has("versions")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # nothing written
 
 
@@ -209,11 +210,11 @@ def test_default_is_split_selection_in_one_pass_and_records_it(tmp_path):
     in_select = sum(half_of(s.sent_id) == "select" for s, _ in pairs)
     assert board.selection_mode == "split" and board.held_out_selection
     assert (board.select.n_units, board.report.n_units) == (in_select, 80 - in_select)
-    assert 0 < in_select < 80 and board.record.detail("halves") == {"select": in_select, "report": 80 - in_select}
+    assert 0 < in_select < 80 and board.record.details.leaderboard.halves == {"select": in_select, "report": 80 - in_select}
     inputs = board.record.inputs
     assert (inputs["select"]["analysed"], inputs["report"]["analysed"]) == (in_select, 80 - in_select)
     assert all(r.selection == "split" and r.selected_on == "rep (selection half)" for r in board.rows)
-    assert board.record.detail("selection") == {"mode": "split", "selected_on": "rep (selection half)",
+    assert board.record.selection == {"mode": "split", "selected_on": "rep (selection half)",
                                          "reported_on": "rep (report half)", "rule": SPLIT_RULE}
     # the reported numbers are those of the report half only
     obj = next(r for r in board.rows if r.relation == "obj")

@@ -316,14 +316,14 @@ def test_a_lab_run_with_a_bad_number_is_one_input_error(tmp_path: Path, field: s
     error from float() or int()."""
     from types import SimpleNamespace
 
-    from probes.run_record import RunRecord
     from probes.runs.experiment_train import load_lab_run
 
     timings = {"training_s": value if field == "training_s" else 1.0}
     training = {"tokens_per_second": 10.0, "last_step": 4}
     if field != "training_s":
         training[field] = value
-    RunRecord.of({"command": "train", "timings": timings, "training": training}).save(tmp_path / "run.json")
+    doc = {"command": "train", "timings": timings, "training": training}  # as a run.json on disk holds it
+    (tmp_path / "run.json").write_text(json.dumps(doc), encoding="utf-8")
     with pytest.raises(InputError, match=field) as info:
         load_lab_run(SimpleNamespace(cell="c", seed=0, folder="u"), tmp_path)
     assert "run.json" in str(info.value)

@@ -1,4 +1,5 @@
-"""Tiny trainable models of the three training families, a plain training loop, and head slices by hand.
+"""Tiny trainable models of the three training families, a plain training loop, head slices and a run's record
+by hand.
 
 Models: 2 layers, 4 heads, hidden 32 (head size 8), vocabulary 50, sequences of 8 tokens, eager attention
 (so ``output_attentions`` returns weights). Llama uses grouped-query attention (2 key/value heads).
@@ -11,6 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+
+from probes.training.config import TrainConfig
+from probes.training.data import TextSource
+from probes.training.record import DataRecord, OptimizerRecord, TokenizerRecord, TrainingRecord
 
 FAMILIES = ("bert", "gpt2", "llama")
 VOCAB, HIDDEN, LAYERS, HEADS, KV_HEADS, SEQ = 50, 32, 2, 4, 2, 8
@@ -136,3 +141,14 @@ def max_head_gap(model: Any, family: str) -> float:
         for head in heads[1:]:
             gap = max(gap, max((t - heads[0][n]).abs().max().item() for n, t in head.items()))
     return gap
+
+
+def a_record(**config: Any) -> TrainingRecord:
+    """A small run's record (``training.json``), made by hand; ``config``: options of its TrainConfig."""
+    options = TrainConfig(**{"arch": "bert", "layers": 1, "heads": 2, "hidden": 32, "treebank": ("sample:dev",),
+                             "tokenizer": "train:200", **config})
+    source = TextSource(spec="sample:dev", path="/data/dev.conllu", sha256="ab" * 32, sentences=82)
+    return TrainingRecord(config=options, data=DataRecord((source,), 69, 13, "a tenth", 71, 13),
+                          tokenizer=TokenizerRecord("train:200", "BPE, BERT-style (uncased)", 200, "the sentences"),
+                          processes=1, unigram_dev_loss=4.5, unigram_rule="unigram", tokens_rule="tokens",
+                          optimizer=OptimizerRecord("adamw_torch", "linear", 1.0))

@@ -11,14 +11,10 @@ import numpy as np
 import pytest
 
 from probes.errors import ConfigError
-from probes.training.checkpoints import (
-    TRAINING_FILE,
-    list_checkpoints,
-    parse_trained,
-    resolve_trained,
-    step_name,
-    write_checkpoint,
-)
+from probes.extraction.trained_runs import TRAINING_FILE, list_checkpoints, parse_trained, resolve_trained, step_name
+from probes.training.checkpoints import read_training, write_checkpoint
+from probes.training.record import CheckpointRecord
+from tests.training.cases import a_record
 
 torch = pytest.importorskip("torch")
 
@@ -75,9 +71,10 @@ def test_checkpoint_is_written_whole_or_not_at_all(tmp_path: Path):
     model = BertForMaskedLM(BertConfig(vocab_size=len(tokenizer), hidden_size=8, num_hidden_layers=1,
                                        num_attention_heads=2, intermediate_size=8, max_position_embeddings=16))
     (tmp_path / "checkpoints" / step_name(3)).mkdir(parents=True)  # a folder without training.json: incomplete
-    folder = write_checkpoint(tmp_path, 5, model, tokenizer, {"step": 5})
+    record = CheckpointRecord(run=a_record(), step=5, tokens_seen=320, train_loss=4.0, dev_loss=4.25)
+    folder = write_checkpoint(tmp_path, model, tokenizer, record)
     assert list_checkpoints(tmp_path) == {5: folder}  # the incomplete one is not a checkpoint
-    assert json.loads((folder / TRAINING_FILE).read_text())["step"] == 5
+    assert json.loads((folder / TRAINING_FILE).read_text())["step"] == 5 and read_training(folder) == record
     assert {p.name for p in folder.iterdir()} >= {"config.json", "model.safetensors", "tokenizer.json"}
     assert not [p for p in (tmp_path / "checkpoints").iterdir() if p.name.startswith(".")]  # no temporary left
 

@@ -72,9 +72,6 @@ def test_identical_equals_a_hand_built_copy_of_head_zero(family: str) -> None:
     changed = [n for n, v in raw.named_parameters() if not torch.equal(v, hand[n])]
     assert changed and all("attn" in n or "attention" in n for n in changed)  # only attention weights moved
     assert max_head_gap(raw, family) > 0 and max_head_gap(schemed, family) == 0.0
-    by_text = tiny_model(family, seed=3)
-    apply_scheme(by_text, "identical", 3)  # the scheme's text does as well
-    assert all(torch.equal(a, b) for a, b in zip(by_text.parameters(), schemed.parameters()))
 
 
 @pytest.mark.parametrize("family", FAMILIES)

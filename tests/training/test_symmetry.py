@@ -11,9 +11,11 @@ import pytest
 
 from probes.errors import ConfigError, InputError
 from probes.results import equal, load
+from probes.training.record import CheckpointRecord
 from probes.training.schemes import InitScheme, apply_scheme
 from probes.training.symmetry import HeadSymmetry, attention_divergences, head_symmetry, param_distances
 from tests.tiny_models import build
+from tests.training.cases import a_record
 
 SENTENCES = ["the quick brown fox jumps over the lazy dog .", "a cat sat on the mat , and the dog barked at it .",
              "she did n't know"]
@@ -107,13 +109,14 @@ def test_steps_come_from_training_json_or_the_folder_name(tmp_path: Path) -> Non
     base = _checkpoint("gpt2", tmp_path / "a", "identical")
     named = base.rename(tmp_path / "step-000004")
     recorded = _checkpoint("gpt2", tmp_path / "b", "identical")
-    (recorded / "training.json").write_text(json.dumps({"step": 16}), encoding="utf-8")
+    record = CheckpointRecord(run=a_record(), step=16, tokens_seen=1024, train_loss=4.0, dev_loss=4.5).to_dict()
+    (recorded / "training.json").write_text(json.dumps(record), encoding="utf-8")
     assert head_symmetry([named, recorded], SENTENCES[:1]).steps.tolist() == [4, 16]
     unnamed = _checkpoint("gpt2", tmp_path / "c", "identical")
     with pytest.raises(InputError, match="step-NNNNNN"):
         head_symmetry([unnamed], SENTENCES[:1])
-    (unnamed / "training.json").write_text(json.dumps({"step": "late"}), encoding="utf-8")
-    with pytest.raises(InputError, match="'late'"):
+    (unnamed / "training.json").write_text(json.dumps({**record, "step": "late"}), encoding="utf-8")
+    with pytest.raises(InputError, match="field 'step': expected int, found str 'late'"):
         head_symmetry([unnamed], SENTENCES[:1])
 
 

@@ -10,6 +10,7 @@ import pytest
 from probes.cli import main
 from probes.errors import ConfigError
 from probes.training.config import TrainConfig, checkpoint_steps
+from probes.training.schemes import InitScheme
 
 BASE = dict(arch="bert", layers=2, heads=4, hidden=32, treebank=("sample:dev",), tokenizer="train:200")
 
@@ -17,7 +18,7 @@ BASE = dict(arch="bert", layers=2, heads=4, hidden=32, treebank=("sample:dev",),
 def test_defaults_and_derived_sizes():
     config = TrainConfig(**BASE)
     assert (config.head_size, config.intermediate_size, config.masked_lm) == (8, 128, True)
-    assert config.init == "independent" and config.attention_dropout == 0.0 and config.hidden_dropout == 0.0
+    assert config.init == InitScheme("independent") and config.attention_dropout == 0.0 and config.hidden_dropout == 0.0
     assert config.train_vocab == 200
     assert TrainConfig(**{**BASE, "tokenizer": "bert-base-uncased"}).train_vocab is None
     assert TrainConfig(**{**BASE, "treebank": "sample:dev"}).treebank == ("sample:dev",)  # one spec as text
@@ -87,3 +88,27 @@ def test_cli_config_file_unknown_key_names_file_and_line(tmp_path: Path, capsys)
                  "--out", str(tmp_path / "out")]) == 1
     err = capsys.readouterr().err
     assert f"{path}:3:" in err and "unknown key 'colour'" in err
+
+
+def test_cli_parses_init_once_and_hands_the_scheme_down(monkeypatch, tmp_path: Path, capsys):
+    """`--init` is parsed once, while the command line is read; TrainConfig and everything below get the scheme."""
+    import probes.runs.train as train_run
+    from probes.errors import ConfigError as Stop
+
+    parse, texts, configs = InitScheme.parse.__func__, [], []
+    monkeypatch.setattr(InitScheme, "parse", classmethod(lambda cls, text: texts.append(text) or parse(cls, text)))
+
+    def train_model(config: TrainConfig, out: Path, **kwargs: object) -> None:
+        configs.append(config)
+        raise Stop("stopped before training")
+
+    monkeypatch.setattr(train_run, "train_model", train_model)
+    code = main(["train", "--arch", "bert", "--layers", "1", "--heads", "2", "--hidden", "32", "--treebank",
+                 "sample:dev", "--init", "identical+noise:1e-2", "--out", str(tmp_path / "out"), "--no-progress"])
+    assert code == 1 and "stopped before training" in capsys.readouterr().err
+    assert texts == ["identical+noise:1e-2"]
+    assert configs[0].init == InitScheme("identical+noise", 0.01) and configs[0].to_dict()["init"] == \
+        "identical+noise:0.01"
+    assert main(["train", "--arch", "bert", "--layers", "1", "--heads", "2", "--hidden", "32", "--treebank",
+                 "sample:dev", "--init", "same", "--out", str(tmp_path / "out")]) == 2  # a usage error
+    assert "--init" in capsys.readouterr().err and len(configs) == 1

@@ -130,7 +130,7 @@ _KILLER = textwrap.dedent("""
     save = checkpoints._save
 
     def killed_while_writing(tmp, model, tokenizer, training):
-        if training["step"] == 4:  # the model is in the temporary folder, the checkpoint not yet in place
+        if training.step == 4:  # the model is in the temporary folder, the checkpoint not yet in place
             model.save_pretrained(tmp)
             os.kill(os.getpid(), signal.SIGKILL)
         save(tmp, model, tokenizer, training)

@@ -29,7 +29,7 @@ import numpy.typing as npt
 from probes.analysis.patterns import PATTERNS  # Kovaleva's five classes, in the order of every pattern array
 from probes.errors import InputError
 from probes.extraction.families import continuation_marks, word_start_marks
-from probes.reports.figures import DPI, _new_figure, _wrap
+from probes.reports.figures import DPI, _new_figure, _wrap, save_figure
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -59,20 +59,6 @@ def _figure(width: float, height: float, *, left: float = 0.6, right: float = 0.
     fig.subplots_adjust(left=left / width, right=1 - right / width, top=1 - top / height, bottom=bottom / height,
                         wspace=wspace, hspace=hspace)
     return fig
-
-
-def _save_once(fig: Any, path: str | Path) -> Path:
-    """Save ``fig`` at :data:`DPI` in the format of the suffix, drawn once (margins are fixed by :func:`_figure`)."""
-    path = Path(path)
-    kwargs = {"metadata": {"Date": None}} if path.suffix.lower() == ".svg" else {}  # reproducible SVG files
-    from matplotlib import rc_context
-
-    from probes.reports.atomic import atomic_path  # whole or not at all
-    from probes.reports.figures import figure_suffix
-
-    with rc_context({"svg.fonttype": "none", "pdf.fonttype": 42}), atomic_path(path) as tmp:  # text stays text
-        fig.savefig(tmp, format=figure_suffix(path), dpi=DPI, **kwargs)
-    return path
 
 
 def head_grid(heads: pd.DataFrame, column: str) -> npt.NDArray[np.float64]:
@@ -136,7 +122,7 @@ def write_attention_targets(heads: pd.DataFrame, path: str | Path, *, title: str
     for ax in axes[:, 0]:
         ax.set_ylabel("mean attention", fontsize=8)
     fig.suptitle(_wrap(title + "\none dot per head, line: mean of the layer", 10.0, 10), fontsize=10)
-    return _save_once(fig, path)
+    return save_figure(fig, path, tight=False)  # margins fixed by _figure: drawn once
 
 
 def write_entropy(heads: pd.DataFrame, uniform_entropy: float, path: str | Path, *, title: str) -> Path:
@@ -163,7 +149,7 @@ def write_entropy(heads: pd.DataFrame, uniform_entropy: float, path: str | Path,
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=7, loc="lower left")
     ax.set_title(_wrap(title, 6.4, 9), fontsize=9)
-    return _save_once(fig, path)
+    return save_figure(fig, path, tight=False)  # margins fixed by _figure: drawn once
 
 
 def _pattern_of(heads: pd.DataFrame) -> list[str]:
@@ -208,7 +194,7 @@ def write_mds(heads: pd.DataFrame, path: str | Path, *, title: str, label_heads:
                 ax.annotate(name, (xi, yi), xytext=(2, 2), textcoords="offset points", fontsize=4.5, color="0.25")
     note = "labels: layer-head, 1-based; " if label_heads else ""
     fig.suptitle(_wrap(f"{title}\n{note}near = similar attention (Jensen-Shannon)", 11.0, 10), fontsize=10)
-    return _save_once(fig, path)
+    return save_figure(fig, path, tight=False)  # margins fixed by _figure: drawn once
 
 
 def write_pattern_distribution(distribution: npt.ArrayLike, path: str | Path, *, title: str,
@@ -237,7 +223,7 @@ def write_pattern_distribution(distribution: npt.ArrayLike, path: str | Path, *,
     ax.tick_params(axis="y", labelsize=7)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     ax.set_title(_wrap(title, 6.0, 9), fontsize=9)
-    return _save_once(fig, path)
+    return save_figure(fig, path, tight=False)  # margins fixed by _figure: drawn once
 
 
 def pool_to_words(weights: npt.ArrayLike, word_of: npt.ArrayLike, tokens: Sequence[str],
@@ -319,7 +305,7 @@ def _draw_lines(ax: Any, weights: npt.NDArray[np.float32], labels: Sequence[str]
     segments = np.stack([np.stack([np.zeros(n * n), -i.ravel()], 1), np.stack([np.ones(n * n), -j.ravel()], 1)], 1)
     rgba = np.tile(np.asarray(to_rgba(colour)), (n * n, 1))
     rgba[:, 3] = np.clip(weights.ravel(), 0.0, 1.0)
-    ax.add_collection(LineCollection(segments, colors=rgba, linewidths=1.6))
+    ax.add_collection(LineCollection(list(segments), colors=rgba, linewidths=1.6))  # n*n lines (2, 2)
     size = min(8.0, max(4.0, 220.0 / max(n, 1)))
     for k, label in enumerate(labels):
         ax.text(-0.04, -k, label, ha="right", va="center", fontsize=size)
@@ -370,4 +356,4 @@ def write_sentence_heads(weights: npt.ArrayLike, labels: Sequence[str], chosen: 
                  label="weight")
     fig.suptitle(_wrap(f"{title}\n{level} level; heads layer-head, 1-based; line opacity = weight",
                        3.1 * len(chosen), 10), fontsize=10)
-    return _save_once(fig, path)
+    return save_figure(fig, path, tight=False)  # margins fixed by _figure: drawn once

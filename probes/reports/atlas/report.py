@@ -21,7 +21,7 @@ __all__ = ["write_atlas", "atlas_markdown"]
 
 def _title(atlas: Any) -> str:
     data = atlas.record.data or {}
-    return f"Head atlas: {atlas.record.detail('model', 'model')} on {data.get('name', data.get('treebank', 'the data'))}"
+    return f"Head atlas: {atlas.record.model_name} on {data.get('name', data.get('treebank', 'the data'))}"
 
 
 def _figures(atlas: Any, table: Any, folder: Path, suffix: str = "png") -> dict[str, Path]:
@@ -35,7 +35,7 @@ def _figures(atlas: Any, table: Any, folder: Path, suffix: str = "png") -> dict[
         write_sentence_heads,
     )
 
-    name = atlas.record.detail("model", "model")
+    name = atlas.record.model_name
     out = {
         "Attention to kinds of tokens per layer (Clark et al. Fig. 2)":
             write_attention_targets(table, folder / f"attention_targets.{suffix}", title=f"{name}: where heads attend"),
@@ -65,14 +65,15 @@ def _notes(atlas: Any, table: Any = None) -> list[str]:
     lines.append(f"patterns: Kovaleva et al.'s five classes by documented rules (probes.analysis.patterns); agreement "
                  f"with {AGREEMENT['n_all']} hand-labelled real maps: Cohen's kappa {AGREEMENT['kappa_heldout']:.2f} "
                  f"on the {AGREEMENT['n_heldout']} maps held out from calibration")
-    groups = record.detail("groups", {})
+    groups = record.details.atlas.groups or {}
     lines.append(f"groups: {groups.get('rule', '')}; distances from {groups.get('distance_sentences')} sentences")
     lines.append(f"best relation: {_profile_rule()}")
     lines += [f"finding ({key}): {rule}" for key, rule in RULES.items()]
-    selection = (record.detail("leaderboard") or {}).get("selection") or {}
+    board = record.details.atlas.leaderboard
+    selection = board.selection if board is not None else None
     if selection:
-        lines.append(f"leaderboard selection: {selection.get('mode')} (selected on {selection.get('selected_on')}, "
-                     f"reported on {selection.get('reported_on')})")
+        lines.append(f"leaderboard selection: {selection.mode} (selected on {selection.selected_on}, "
+                     f"reported on {selection.reported_on})")
     if atlas.gradients is None:
         lines.append(f"gradient importance: {atlas.gradients_note}")
     types = getattr(atlas, "head_types", None)

@@ -230,7 +230,7 @@ def _gradient_finding(gradients: Any, decoder: bool = False) -> Finding:
 
 def atlas_summary(atlas: Any) -> str:
     """A terminal summary: the findings, one paragraph each."""
-    lines = [f"Head atlas of {atlas.record.detail('model', 'the model')} on {(atlas.record.data or {}).get('name')} "
+    lines = [f"Head atlas of {atlas.record.model_name} on {(atlas.record.data or {}).get('name')} "
              "(layers and heads 1-based)."]
     for f in findings(atlas):
         lines.append(f"- {f.topic} [{f.holds}]: {f.here}  (Clark et al.: {f.clark})")

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -30,14 +30,19 @@ from probes.analysis.patterns import PATTERNS
 from probes.compare.inputs import depth
 from probes.reports.atlas.figures import PATTERN_COLOURS
 from probes.reports.experiment.text import fmt
-from probes.reports.figures import DPI, _new_figure, _save, _wrap
+
+if TYPE_CHECKING:
+    from matplotlib.artist import Artist
+    from matplotlib.typing import LineStyleType as LineStyle
+from probes.reports.figures import DPI, _new_figure, _wrap, save_figure
 
 __all__ = ["model_styles", "write_best_heads", "write_head_kinds", "write_spread", "write_fractions",
            "write_redundancy", "write_pruning", "write_consistency", "write_layers", "DPI"]
 
 _TRAINED = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
 _RANDOM = ("0.45", "0.65", "0.3", "0.55", "0.75")
-_ROLES = (("specialised", "black", "-"), ("positional", "#D55E00", ":"), ("broad", "#7F3C8D", "--"))
+#: Each role line's (name, colour, matplotlib line style).
+_ROLES: tuple[tuple[str, str, LineStyle], ...] = (("specialised", "black", "-"), ("positional", "#D55E00", ":"), ("broad", "#7F3C8D", "--"))
 
 Styles = Mapping[str, Mapping[str, Any]]
 
@@ -150,7 +155,7 @@ def write_best_heads(rows: Sequence[Any], path: str | Path, *, styles: Styles, t
     tick = Line2D([], [], color="0.45", marker="|", linestyle="none", markersize=8)
     _legend(fig, styles, models, [(tick, "best baseline")])
     fig.suptitle(_wrap(title, 9.0, 9), fontsize=9)
-    return _save(fig, path, pil_kwargs={"compress_level": 1})  # fast zlib level
+    return save_figure(fig, path, pil_kwargs={"compress_level": 1})  # fast zlib level
 
 
 def write_head_kinds(rows: Sequence[Any], path: str | Path, *, styles: Styles, title: str) -> Path:
@@ -177,7 +182,7 @@ def write_head_kinds(rows: Sequence[Any], path: str | Path, *, styles: Styles, t
     ax.grid(axis="y", alpha=0.3)
     fig.legend(loc="outside lower center", ncol=min(4, n), fontsize=7)
     fig.suptitle(_wrap(title, fig.get_figwidth(), 9), fontsize=9)
-    return _save(fig, path, pil_kwargs={"compress_level": 1})  # fast zlib level
+    return save_figure(fig, path, pil_kwargs={"compress_level": 1})  # fast zlib level
 
 
 def _histogram_panel(ax: Any, histograms: Sequence[Any], styles: Styles, data: str) -> None:
@@ -218,7 +223,7 @@ def write_spread(spread: Sequence[Any], histograms: Sequence[Any], path: str | P
     spread_ax.set_title("spread (k: clusters)", fontsize=9)
     spread_ax.set_xlabel("mean JS per query row over all pairs (interval over sentences)", fontsize=8)
     fig.suptitle(_wrap(title, width, 9), fontsize=9)
-    return _save(fig, path, pil_kwargs={"compress_level": 1})  # fast zlib level
+    return save_figure(fig, path, pil_kwargs={"compress_level": 1})  # fast zlib level
 
 
 def write_fractions(rows: Sequence[Any], path: str | Path, *, styles: Styles, title: str,
@@ -232,7 +237,7 @@ def write_fractions(rows: Sequence[Any], path: str | Path, *, styles: Styles, ti
     ax.set_xlim(-2, 102)
     ax.set_xlabel(xlabel, fontsize=8)
     fig.suptitle(_wrap(title, 6.5, 9), fontsize=9)
-    return _save(fig, path, pil_kwargs={"compress_level": 1})  # fast zlib level
+    return save_figure(fig, path, pil_kwargs={"compress_level": 1})  # fast zlib level
 
 
 def write_redundancy(rows: Sequence[Any], path: str | Path, *, styles: Styles, title: str) -> Path:
@@ -276,7 +281,7 @@ def write_redundancy(rows: Sequence[Any], path: str | Path, *, styles: Styles, t
                       linestyle="none"), f"order: {name}") for m, name in enumerate(others)]
     _legend(fig, styles, _models(rows), extra)
     fig.suptitle(_wrap(title, 10.0, 9), fontsize=9)
-    return _save(fig, path, pil_kwargs={"compress_level": 1})  # fast zlib level
+    return save_figure(fig, path, pil_kwargs={"compress_level": 1})  # fast zlib level
 
 
 def write_pruning(curves: Sequence[Any], path: str | Path, *, styles: Styles, title: str) -> Path:
@@ -320,7 +325,7 @@ def write_pruning(curves: Sequence[Any], path: str | Path, *, styles: Styles, ti
              (Line2D([], [], color="0.4", linestyle=":"), "random orders: median")]
     _legend(fig, styles, _models(curves), extra)
     fig.suptitle(_wrap(title, fig.get_figwidth(), 9), fontsize=9)
-    return _save(fig, path, pil_kwargs={"compress_level": 1})  # fast zlib level
+    return save_figure(fig, path, pil_kwargs={"compress_level": 1})  # fast zlib level
 
 
 def write_consistency(rows: Sequence[Any], path: str | Path, *, styles: Styles, title: str) -> Path:
@@ -338,7 +343,7 @@ def write_consistency(rows: Sequence[Any], path: str | Path, *, styles: Styles, 
     ax.set_xlabel("mean Spearman rho of all heads' accuracies between the two sides (interval over relations)",
                   fontsize=8)
     fig.suptitle(_wrap(title, 7.0, 9), fontsize=9)
-    return _save(fig, path, pil_kwargs={"compress_level": 1})  # fast zlib level
+    return save_figure(fig, path, pil_kwargs={"compress_level": 1})  # fast zlib level
 
 
 def _layer_panel(ax: Any, rows: Sequence[Any]) -> None:
@@ -384,9 +389,9 @@ def write_layers(rows: Sequence[Any], path: str | Path, *, title: str) -> Path:
             if j == 0:
                 ax.set_ylabel("share of the layer's heads", fontsize=7)
     names = [p for p in PATTERNS if any(p in r.patterns for r in rows)]
-    handles = [(Patch(color=PATTERN_COLOURS.get(p, "0.8"), alpha=0.55), p) for p in names]
+    handles: list[tuple[Artist, str]] = [(Patch(color=PATTERN_COLOURS.get(p, "0.8"), alpha=0.55), p) for p in names]
     handles += [(Line2D([], [], color=c, linestyle=s), f"{k} heads") for k, c, s in _ROLES]
     fig.legend([h for h, _ in handles], [t for _, t in handles], loc="outside lower center",
                ncol=min(4, len(handles)), fontsize=7)
     fig.suptitle(_wrap(title, fig.get_figwidth(), 9), fontsize=9)
-    return _save(fig, path, pil_kwargs={"compress_level": 1})  # fast zlib level
+    return save_figure(fig, path, pil_kwargs={"compress_level": 1})  # fast zlib level

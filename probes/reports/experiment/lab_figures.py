@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from probes.reports.figures import DPI, _new_figure, _save, _wrap
+from probes.reports.figures import DPI, _new_figure, _wrap, save_figure
 
 __all__ = ["write_lab_symmetry", "write_lab_loss", "write_lab_capacity", "write_lab_division", "CELL_COLOURS"]
 
@@ -74,7 +74,7 @@ def write_lab_symmetry(rows: Sequence[Any], path: str | Path, *, title: str) -> 
     handles, labels = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=min(4, max(len(labels), 1)), fontsize=7)
     fig.suptitle(_wrap(title, 3.2 * len(layers) + 0.8, 9), fontsize=9)
-    return _save(fig, path, pil_kwargs={"compress_level": 1})
+    return save_figure(fig, path, pil_kwargs={"compress_level": 1})
 
 
 def write_lab_loss(rows: Sequence[Any], path: str | Path, *, title: str) -> Path:
@@ -92,7 +92,7 @@ def write_lab_loss(rows: Sequence[Any], path: str | Path, *, title: str) -> Path
                   fontsize=8)
     ax.grid(axis="x", alpha=0.3)
     fig.suptitle(_wrap(title, 6.5, 9), fontsize=9)
-    return _save(fig, path, pil_kwargs={"compress_level": 1})
+    return save_figure(fig, path, pil_kwargs={"compress_level": 1})
 
 
 def write_lab_capacity(rows: Sequence[Any], path: str | Path, *, title: str) -> Path:
@@ -120,7 +120,7 @@ def write_lab_capacity(rows: Sequence[Any], path: str | Path, *, title: str) -> 
         ax.grid(alpha=0.3)
         ax.tick_params(labelsize=7)
     fig.suptitle(_wrap(title, 8.0, 9), fontsize=9)
-    return _save(fig, path, pil_kwargs={"compress_level": 1})
+    return save_figure(fig, path, pil_kwargs={"compress_level": 1})
 
 
 def write_lab_division(rows: Sequence[Any], path: str | Path, *, title: str) -> Path:
@@ -141,4 +141,4 @@ def write_lab_division(rows: Sequence[Any], path: str | Path, *, title: str) -> 
     ax.grid(axis="x", alpha=0.3)
     ax.legend(fontsize=7, loc="best")
     fig.suptitle(_wrap(title, 6.5, 9), fontsize=9)
-    return _save(fig, path, pil_kwargs={"compress_level": 1})
+    return save_figure(fig, path, pil_kwargs={"compress_level": 1})

@@ -54,6 +54,7 @@ from probes.reports.experiment.text import (
 )
 from probes.reports.tables import flat_row, markdown_table, write_csv
 from probes.reports.writer import OutputFolder, check_figure_format
+from probes.run_details import ExperimentInfo
 from probes.run_record import RunRecord
 
 __all__ = ["write_experiment", "write_experiment_report", "report_blocks", "report_markdown", "report_html", "table_cells", "csv_rows",
@@ -90,7 +91,7 @@ def _num(kind: str, name: str, low: str | None = None, high: str | None = None) 
     """A column of field ``name`` formatted by :func:`fmt` as ``kind`` (with the interval fields, if named)."""
     def cell(row: Any) -> tuple[str, Any]:
         value = getattr(row, name)
-        if low is None:
+        if low is None or high is None:
             return fmt(value, kind), value
         return fmt(value, kind, getattr(row, low), getattr(row, high)), value
     return cell
@@ -211,7 +212,7 @@ def _columns(table: str, comparison: Comparison) -> list[Column]:
 
 def _layer_columns(comparison: Comparison) -> list[Column]:
     """The columns of the per-layer table: every pattern's share, the roles' shares and the mean confidence."""
-    depth = {}
+    depth: dict[tuple[str, str], int] = {}
     for row in comparison.layers:
         depth[(row.model, row.data)] = max(depth.get((row.model, row.data), 0), row.layer)
     names = list(dict.fromkeys(k for r in comparison.layers for k in r.patterns))
@@ -265,7 +266,12 @@ def _slug(text: str) -> str:
 
 def _name(record: RunRecord) -> str:
     """The experiment's name for titles."""
-    return str((record.detail("experiment") or {}).get("name") or "experiment")
+    return str(_info(record).name or "experiment")
+
+
+def _info(record: RunRecord) -> ExperimentInfo:
+    """The experiment's name, title, description and run folder, as the record holds them."""
+    return record.details.run.experiment or ExperimentInfo()
 
 
 def _draw(comparison: Comparison, record: RunRecord, folder: Path, suffix: str) -> dict[str, tuple[str, Path]]:
@@ -278,10 +284,10 @@ def _draw(comparison: Comparison, record: RunRecord, folder: Path, suffix: str) 
 
     stems = safe_names((r.data for r in c.best_heads), usual=lambda d: f"best_heads_{_slug(d)}")  # distinct names
     for data in dict.fromkeys(r.data for r in c.best_heads):
-        rows = [r for r in c.best_heads if r.data == data]
+        best = [r for r in c.best_heads if r.data == data]
         stem = stems[str(data)]
         caption = f"Best head per relation on {data}: accuracy with its interval, and the head's relative depth"
-        out[stem] = (caption, ef.write_best_heads(rows, folder / f"{stem}.{suffix}", styles=styles,
+        out[stem] = (caption, ef.write_best_heads(best, folder / f"{stem}.{suffix}", styles=styles,
                                                   title=f"{name}: {caption}"))
     jobs: list[tuple[str, Sequence[Any], str, Callable[[Path, str], Path]]] = [
         ("head_kinds", c.head_kinds, "Specialised, positional and broad heads per model",
@@ -319,7 +325,7 @@ def _selected_on(spec: Mapping[str, Any]) -> str:
 
 def _what_ran(comparison: Comparison, record: RunRecord) -> str:
     """The paragraph of what ran: models, data, analyses, units, where heads were selected, intervals, tests."""
-    models = record.detail("models") or {}
+    models = record.details.models or {}
     described = []
     for model, info in comparison.models.items():
         facts = {**info, **models.get(model, {})}
@@ -332,10 +338,11 @@ def _what_ran(comparison: Comparison, record: RunRecord) -> str:
         described.append(f"the lab's {lab} models (see the lab's section)")
     data = [f"{md_literal(name)} ({md_code(_data_label(spec.get('treebank', spec.get('corpus', '-'))))}, heads "
             f"selected on {_selected_on(spec)})" for name, spec in (record.data or {}).items()]
-    units = list(record.detail("units") or [])
-    analyses = dict.fromkeys(f"{md_literal(u.get('analysis'))} ({md_literal(u.get('kind'))})" for u in units)
-    reused = sum(bool(u.get("reused")) for u in units)
-    where = sorted({(r.selected_on, r.reported_on) for r in (*comparison.best_heads, *comparison.specialisation)})
+    units = list(record.details.run.units or ())
+    analyses = dict.fromkeys(f"{md_literal(u.analysis)} ({md_literal(u.kind)})" for u in units)
+    reused = sum(bool(u.reused) for u in units)
+    where = sorted({(r.selected_on, r.reported_on) for r in comparison.best_heads}
+                   | {(r.selected_on, r.reported_on) for r in comparison.specialisation})
     where_text = ("; ".join(f"selected on {md_literal(s)}, reported on {md_literal(r)}" for s, r in where)
                   or "not recorded")
     text = (f"Models: {', '.join(described) or '-'}. Data: {', '.join(data) or '-'}. Analyses: "
@@ -343,7 +350,7 @@ def _what_ran(comparison: Comparison, record: RunRecord) -> str:
             f"Heads: {where_text}. Intervals are 95% percentile bootstrap intervals (over sentences unless a table "
             f"says otherwise). Tests: {len(comparison.tests)} in the report's family, Holm-corrected together; every "
             f"table's footer says how many tests it holds. In everything a person reads here, {INDEXING_NOTE}.")
-    description = (record.detail("experiment") or {}).get("description")
+    description = _info(record).description
     return f"{str(description).strip()} {text}" if description else text
 
 
@@ -351,18 +358,20 @@ def _units_table(record: RunRecord, out: Path, run_dir: Path) -> Table:
     """The units: analysis, kind, model, data, re-used or computed, seconds, a link to the unit's folder."""
     cells, sort = [], []
     linked = out.resolve() == run_dir.resolve()
-    for unit in record.detail("units") or []:
-        folder = clean_text(unit.get("path", ""))
+    units = record.details.run.units or ()
+    for unit in units:
+        folder = clean_text(unit.path)
         # a link only where the report sits in its run folder; a copy elsewhere names the folder as text
         href = path_href(Path(os.path.relpath(run_dir / folder, out))) if folder and linked else ""
-        status = "re-used" if unit.get("reused") else "computed"
-        row = [(md_literal(unit.get(k, "-")), str(unit.get(k, ""))) for k in ("analysis", "kind", "model", "data")]
-        row += [(status, status), (fmt(unit.get("seconds"), "seconds"), unit.get("seconds")),
+        status = "re-used" if unit.reused else "computed"
+        row: list[tuple[str, Any]] = [(md_literal(n), str(n)) for n in (unit.analysis, unit.kind, unit.model, unit.data)]
+        row += [(status, status), (fmt(unit.seconds, "seconds"), unit.seconds),
                 ((f"[{md_literal(folder)}]({href})" if href else md_code(folder)) if folder else "-", folder)]
         cells.append(tuple(t for t, _ in row))
         sort.append(tuple(s for _, s in row))
-    n_reused = sum(bool(u.get("reused")) for u in record.detail("units") or [])
-    where = (record.detail("experiment") or {}).get("out", "the run folder")
+    n_reused = sum(bool(u.reused) for u in units)
+    info = _info(record)
+    where = info.out if "out" in info else "the run folder"
     note = (f"{len(cells)} units, {n_reused} re-used from earlier runs; no tests"
             + ("." if linked else f"; folders are inside the run folder ({where}), which this copy of the report "
                "does not hold.")) if cells else ""
@@ -422,7 +431,7 @@ def report_blocks(comparison: Comparison, record: RunRecord | Mapping[str, Any],
                   out: Path, run_dir: Path | None = None) -> list[Block]:
     """The report's content in order, as blocks both renderers share (see the module docstring for the layout)."""
     record = RunRecord.of(record)  # a mapping as run.json holds it will do
-    answered = bool(record.detail("seed_questions", True))
+    answered = bool(record.details.run.seed_questions) if record.has("seed_questions") else True
     blocks: list[Block] = [("p", _what_ran(comparison, record))]
     if answered:
         blocks += _answer_blocks(comparison, figures)
@@ -569,8 +578,7 @@ def write_experiment_report(comparison: Comparison, record: RunRecord | Mapping[
         if rows:
             paths[f"tables/{table}.csv"] = write_csv(rows, out / "tables" / f"{table}.csv")
     paths.update(lab_section.write_lab_csv(comparison, out))
-    experiment = record.detail("experiment") or {}
-    title = str(experiment.get("title") or f"Experiment {_name(record)}")
+    title = str(_info(record).title or f"Experiment {_name(record)}")
     blocks = report_blocks(comparison, record, figures, out, Path(run_dir) if run_dir is not None else None)
     from probes.reports.atomic import write_text  # whole or not at all
 

@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from probes.errors import ConfigError, InputError
-from probes.reports.figures import DPI, _new_figure, _save, _wrap
+from probes.reports.figures import DPI, _new_figure, _wrap, save_figure
 
 if TYPE_CHECKING:  # pragma: no cover
     from probes.importance.pruning import OnePerLayer, PruningResult
@@ -134,7 +134,7 @@ def write_importance_heatmaps(result: ImportanceResult, path: str | Path, *, tit
     fig.suptitle(_wrap(_full_title(title, f"{result.objective} objective on {result.data} "
                                    f"({result.n_sentences} sentences); layers and heads 1-based"),
                        2 * panel_w, 9), fontsize=9)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _top_heads(result: ImportanceResult, k: int = 5) -> set[tuple[int, int]]:
@@ -144,7 +144,8 @@ def _top_heads(result: ImportanceResult, k: int = 5) -> set[tuple[int, int]]:
         flat = np.where(np.isfinite(values), values, -np.inf).ravel()
         for index in np.argsort(-flat, kind="stable")[:k]:
             if np.isfinite(flat[index]):
-                out.add(tuple(int(i) for i in np.unravel_index(index, values.shape)))  # type: ignore[arg-type]
+                layer, head = np.unravel_index(index, values.shape)
+                out.add((int(layer), int(head)))
     return out
 
 
@@ -176,7 +177,7 @@ def write_importance_scatter(result: ImportanceResult, path: str | Path, *, titl
     ax.set_title(_wrap(_full_title(title, f"{result.objective} objective on {result.data} ({result.n_sentences} "
                                    f"sentences), {x.size} heads; heads named layer-head, 1-based", rho), 6.4, 9),
                  fontsize=9)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _curve_label(result: PruningResult, name: str) -> str:
@@ -235,7 +236,7 @@ def write_pruning_curves(result: PruningResult, path: str | Path, *, title: str)
     fig.suptitle(_wrap(_full_title(title, f"{result.objective} objective measured on {result.data}; orders chosen "
                                    f"on {result.selection}; {n_heads} heads, {100 * result.step:.0f}% per step, "
                                    f"{result.ablation} ablation"), width, 9), fontsize=9)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def write_one_per_layer(result: OnePerLayer, path: str | Path, *, title: str, data: str = "") -> Path:
@@ -261,5 +262,5 @@ def write_one_per_layer(result: OnePerLayer, path: str | Path, *, title: str, da
     note = ("each layer alone reduced to its most important head, every other layer intact; "
             "bars: interval over sentences")
     ax.set_title(_wrap(_full_title(title, f"measured on {data}" if data else "", note), width, 9), fontsize=9)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
