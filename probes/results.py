@@ -40,7 +40,7 @@ from probes import errors, reprs
 from probes.atomic_io import atomic_file
 from probes.errors import FormatError, InputError
 from probes.result_checks import value_problems
-from probes.run_record import RunRecord
+from probes.run_record import RUN_FILE, RunRecord
 from probes.safe_arrays import NpzArchive
 from probes.safe_read import inside_folder, load_json
 
@@ -230,10 +230,13 @@ class Result:
 def load(path: str | os.PathLike[str]) -> Result:
     """Read any saved result, rebuilding the type recorded in its ``result.json``.
 
-    Only registered types are built (never a module named by the file is imported) and every value is checked
-    against its field's annotation and the class's array shapes: InputError naming the file and the field.
+    ``path`` is a saved result's folder (``result.json`` and ``arrays.npz``), or the output folder of a command:
+    then the main result its ``run.json`` names (``result``: ``leaderboard``, ``atlas``, ``match`` ...), which
+    must lie inside that folder. Only registered types are built (never a module named by the file is imported)
+    and every value is checked against its field's annotation and the class's array shapes: InputError naming
+    the file and the field; a folder that is neither says what it expected and what it found.
     """
-    folder = Path(path)
+    folder = _saved_folder(Path(path))
     doc = _read_json(folder)
     cls = _registered(doc["type"], "type", folder)
     if not (issubclass(cls, Result) and dataclasses.is_dataclass(cls)):
@@ -387,6 +390,34 @@ def _replace(target: Path, write: Any) -> None:
 
 # --- reading -------------------------------------------------------------------------------
 
+#: The manifest of an attention store (:mod:`probes.extraction.store`, a later stage: named here, not imported).
+_STORE_MANIFEST = "manifest.json"
+
+
+def _saved_folder(folder: Path) -> Path:
+    """The saved result that ``folder`` stands for: itself when it holds a ``result.json`` (or is no run folder:
+    :func:`_read_json` says what it found); for a command's output folder, the folder its ``run.json`` names as
+    the run's main result (``result``), kept inside ``folder``; never a run folder again (no loops)."""
+    def present(name: str) -> bool:
+        return (folder / name).exists() or (folder / name).is_symlink()
+
+    if not folder.is_dir() or present(RESULT_FILE):
+        return folder
+    if present(RUN_FILE):
+        record, source = RunRecord.load(folder), folder / RUN_FILE
+        if record.details.result is None:
+            saved = sorted(f"{p.parent.name}/" for p in folder.glob(f"*/{RESULT_FILE}"))
+            found = (f"saved results in {', '.join(saved[:5])}: load one of them" if saved
+                     else "the folder holds no saved result")
+            raise InputError(f"field 'result': expected the folder of the run's main result, found none (a run of "
+                             f"{record.command or 'an unknown command'} by an older probes, or an unfinished one); "
+                             f"{found}", path=source)
+        return inside_folder(folder, record.details.result, what="field 'result'", source=source)
+    if present(_STORE_MANIFEST):
+        raise InputError(f"an attention store ({_STORE_MANIFEST}), not a saved result: read it with "
+                         "probes.open_store(path)", path=folder)
+    return folder
+
 
 def _read_json(folder: Path) -> dict[str, Any]:
     """The checked ``result.json`` of ``folder``; InputError saying what is wrong."""
@@ -398,7 +429,9 @@ def _read_json(folder: Path) -> dict[str, Any]:
     file = folder / RESULT_FILE
     if not file.is_file():
         found = ", ".join(sorted(p.name for p in folder.iterdir())[:5]) or "an empty folder"
-        raise InputError(f"not a saved result: expected {RESULT_FILE}, found {found}", path=folder)
+        raise InputError(f"neither a saved result nor a command's output folder: expected {RESULT_FILE}, found "
+                         f"{found} (a saved result holds {RESULT_FILE} and {ARRAYS_FILE}; an output folder, a "
+                         f"{RUN_FILE} naming its result)", path=folder)
     inside_folder(folder, RESULT_FILE, what="file")  # a link leading out of the folder is not followed
     try:
         doc = load_json(file, what=f"a result record ({RESULT_FILE})")

@@ -398,6 +398,9 @@ class RunDetails:
     #: The models of a match (``a``, ``b``) or of an experiment, by name.
     models: Mapping[str, Mapping[str, Any]] | None = None
     selection: Selection | None = None
+    #: What the selection data share with the report data (:meth:`probes.corpora.overlap.DataOverlap.to_dict`),
+    #: measured before any model work when heads are chosen on separate data.
+    overlap: Mapping[str, Any] | None = None
     significance: Mapping[str, Any] | None = None
     counts: Mapping[str, Any] | None = None
     extraction_report: Mapping[str, Any] | None = None
@@ -405,6 +408,10 @@ class RunDetails:
     indexing: str | None = None
     #: Every file of the run, ``run.json`` last (written by :func:`probes.reports.writer.write_record`).
     files: Sequence[str] | None = None
+    #: The folder of the run's main saved result, relative to the run folder (``leaderboard``, ``atlas``,
+    #: ``match`` ...): what :func:`probes.load` reads when given the run folder. Written by
+    #: :func:`probes.reports.writer.write_output` (the first result its :class:`OutputFolder` saved).
+    result: str | None = None
 
     leaderboard: LeaderboardDetails = field(default_factory=LeaderboardDetails)
     coreference: CoreferenceDetails = field(default_factory=CoreferenceDetails)

@@ -29,7 +29,7 @@ MAX_FRONT_DOOR = 20
 #: before it, never a later one. The front door ``probes/__init__.py`` and ``probes/__main__.py`` sit
 #: above every stage.
 STAGES: dict[str, int] = {
-    "_lazy": 0, "_version": 0, "errors": 0, "atomic_io": 0, "checksum": 0, "results": 0, "result_checks": 0, "reprs": 0, "run_record": 0, "run_details": 0, "world": 0, "locks": 0, "safe_read": 0, "safe_arrays": 0,
+    "_lazy": 0, "_version": 0, "errors": 0, "atomic_io": 0, "checksum": 0, "results": 0, "result_checks": 0, "reprs": 0, "run_record": 0, "run_details": 0, "world": 0, "locks": 0, "safe_read": 0, "safe_arrays": 0, "progress": 0,
     "corpora": 1,
     "extraction": 2,
     "training": 3,

@@ -43,14 +43,14 @@ def test_command_calls_are_the_functions_the_cli_calls() -> None:
 
     assert probes.match is match_models and probes.train is train_model
     assert probes.run_experiment is run_experiment and probes.report_experiment is report_experiment
-    # read from each name's home: once ``probes.importance.*`` is imported, the attribute ``probes.importance`` is
-    # that subpackage (a clash of names kept from before; tests/test_docs.py reads the same way)
+    # read from each name's home too: the name on ``probes`` is that object (tests/test_public_names.py)
     homes = {**probes._LAZY, **probes._COMMAND_CALLS}
     for command, names in probes.COMMAND_CALLS.items():
         for name in names:
             module, _, attr = homes[name].partition(":")
             call = getattr(importlib.import_module(module), attr or name)
             assert name == "KNOWN_MODELS" or callable(call), f"probes.{name} ({command})"
+            assert getattr(probes, name) is call, f"probes.{name} ({command})"
 
 
 def _documented_paths() -> list[str]:

@@ -114,17 +114,14 @@ def _usage_error(exc: Exception) -> str:
 
 
 def _close_bars() -> None:
-    """Close every open tqdm progress bar, so that each finishes its line now.
+    """Close every open progress bar (:func:`probes.progress.close_all`), so that each finishes its line now.
 
     A bar left open is closed later, when its generator is collected, and would print its line
     after (below) the error message.
     """
-    tqdm = sys.modules.get("tqdm")
-    for bar in list(getattr(getattr(tqdm, "tqdm", None), "_instances", ())):
-        try:
-            bar.close()
-        except Exception:  # a bar that cannot be closed must not hide the error itself
-            pass
+    from probes.progress import close_all
+
+    close_all()
 
 
 def _interrupted(args: list[str]) -> int:

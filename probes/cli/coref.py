@@ -14,16 +14,43 @@ from typing import Any
 import typer
 
 from probes.cli import options
-from probes.cli._app import app
+from probes.cli._app import command
+from probes.progress import stage
 
-_SELECT_HELP = ("Choose the best heads (and baseline offsets) on this corpus (same forms as --treebank), report them "
-                "on --treebank. Default: choose on one half of --treebank's documents (fixed hash of document ids), "
-                "report on the other. 'same': choose and report on the same data, as Clark et al. did "
-                "(optimistic, never significant).")
+_SELECT_HELP = ("Choose heads on this corpus (held out), report on --treebank. Default: one half of --treebank's "
+                "documents; 'same': the same data (optimistic).")
 _STRIDE_HELP = "Tokens between window starts (default: half a window)."
+_WINDOW_HELP = "Tokens per window, specials included (default: the model's maximum)."
 _LIMIT_HELP = "Read at most N documents of each corpus (default: all)."
-_ON_LONG_HELP = ("Windows still longer than the model's maximum: skip, truncate or window; each one is counted "
-                 "and named by id in the summary, the report and run.json.")
+_ON_LONG_HELP = "Windows still longer than the model's maximum: skip, truncate or window (each one is named)."
+#: The choices of the analysis options (those of probes.analysis.coreference / bridging / mentions, repeated here so
+#: that parsing imports no analysis; tests/cli/test_cli_contradictions.py keeps them equal).
+CANDIDATES = ("all", "earlier", "mentions")
+DIRECTIONS = ("anaphor_to_antecedent", "antecedent_to_anaphor")
+ANTECEDENTS = ("window", "document")
+SINGLETONS = ("keep", "drop")
+SPLIT_ANTECEDENTS = ("any-part", "ignore")
+CREDITS = ("any", "nearest")
+
+
+def _revision_option() -> Any:
+    return typer.Option(None, "--revision", metavar="REV", help="Model revision (hub models).",
+                        rich_help_panel=options.MODEL_PANEL, parser=options.text_parser("--revision", "a model revision"))
+
+
+def _window_option() -> Any:
+    return typer.Option(None, "--window", **options.rule_bounds(options.option_rules.TOKENS), metavar="N",
+                        rich_help_panel=options.ANALYSIS_PANEL, help=_WINDOW_HELP)
+
+
+def _stride_option() -> Any:
+    return typer.Option(None, "--stride", **options.rule_bounds(options.option_rules.TOKENS), metavar="N",
+                        rich_help_panel=options.ANALYSIS_PANEL, help=_STRIDE_HELP)
+
+
+def _direction_option() -> Any:
+    return options.choice_option("anaphor_to_antecedent", "--direction", DIRECTIONS, metavar="DIRECTION",
+                                 help="anaphor_to_antecedent (the anaphor's row) or antecedent_to_anaphor.")
 
 
 def _out_dir(out: Path | None, command: str, model: str, treebank: str, overwrite: bool) -> Path:
@@ -35,8 +62,9 @@ def _out_dir(out: Path | None, command: str, model: str, treebank: str, overwrit
     return out_dir
 
 
-def _report(run: Any, out_dir: Path, **write: Any) -> None:
-    """Print the leaderboard, write every file to ``out_dir``, say where."""
+def _report(run: Any, out_dir: Path, progress: bool = False, **write: Any) -> None:
+    """Print the leaderboard, write every file to ``out_dir`` (saying so on stderr with ``progress``), say where."""
+    stage(f"writing report to {out_dir}", progress)
     paths = run.write(out_dir, **write)
     typer.echo(run.format())
     typer.echo(run.notes())
@@ -44,46 +72,40 @@ def _report(run: Any, out_dir: Path, **write: Any) -> None:
     typer.echo(f"Report: {report or out_dir}  (all files in {Path(out_dir)})")
 
 
-@app.command("coref")
+@command("coref")
 def coref(
-    config: Path | None = options.config_option(),
     model: str = options.model_option(...),
     treebank: str = options.treebank_option(
-        ..., help="GUM/CorefUD CoNLL-U with Entity= annotation (scored): a file or `ud:en_gum:SPLIT`."),
+        ..., help="GUM/CorefUD CoNLL-U with Entity= annotation: a file or `ud:en_gum:SPLIT`."),
     select_on: str | None = options.select_on_option(help=_SELECT_HELP),
     limit: int | None = options.limit_option(help=_LIMIT_HELP),
-    out: Path | None = options.out_option(help="Output folder (default `runs/coref-MODEL-DATA`)."),
-    window: int | None = typer.Option(None, "--window", **options.rule_bounds(options.option_rules.TOKENS),
-                                      help="Tokens per window, specials included "
-                                      "(default: the model's maximum)."),
-    stride: int | None = typer.Option(None, "--stride", **options.rule_bounds(options.option_rules.TOKENS),
-                                      help=_STRIDE_HELP),
-    candidates: str = typer.Option("all", "--candidates", help="all | earlier | mentions: words the argmax runs over."),
-    direction: str = typer.Option("anaphor_to_antecedent", "--direction",
-                                  help="anaphor_to_antecedent (the anaphor's row) | antecedent_to_anaphor."),
-    antecedents: str = typer.Option("window", "--antecedents",
-                                    help="window: antecedents only outside the window are not scorable; "
-                                         "document: they count as wrong."),
-    singletons: str = typer.Option("keep", "--singletons",
-                                   help="keep | drop: drop mentions of once-mentioned entities (OntoNotes-style)."),
-    split_antecedents: str = typer.Option("any-part", "--split-antecedents",
-                                          help="any-part: a plural with no earlier mention of its own in the window "
-                                               "(GUM SplitAnte=) is scored against its parts' earlier mentions; "
-                                               "ignore: it counts as no antecedent."),
-    batch_size: int = options.batch_size_option(4, help="Windows per forward pass."),
     device: str | None = options.device_option(),
+    revision: str | None = _revision_option(),
+    out: Path | None = options.out_option(help="Output folder (default `runs/coref-MODEL-DATA`)."),
+    figures: bool = options.figures_option(),
+    figure_format: str = options.figure_format_option(),
+    overwrite: bool = options.overwrite_option(),
+    progress: bool = options.progress_option(),
+    window: int | None = _window_option(),
+    stride: int | None = _stride_option(),
+    candidates: str = options.choice_option("all", "--candidates", CANDIDATES,
+                                            help="Words the argmax runs over."),
+    direction: str = _direction_option(),
+    antecedents: str = options.choice_option("window", "--antecedents", ANTECEDENTS,
+                                             help="Antecedents outside the window: not scorable, or wrong."),
+    singletons: str = options.choice_option("keep", "--singletons", SINGLETONS,
+                                            help="Drop mentions of once-mentioned entities (OntoNotes-style)?"),
+    split_antecedents: str = options.choice_option("any-part", "--split-antecedents", SPLIT_ANTECEDENTS,
+                                                   help="Score a plural against its parts' mentions (GUM "
+                                                        "SplitAnte=), or not."),
+    n_resamples: int = options.n_resamples_option(),
+    batch_size: int = options.batch_size_option(4, help="Windows per forward pass."),
     on_long: str = options.on_long_option(help=_ON_LONG_HELP),
     dtype: str = options.dtype_option(),
     max_batch_tokens: int | None = options.max_batch_tokens_option(),
     max_attention_mb: float = options.max_attention_mb_option(),
     device_map: str | None = options.device_map_option(),
-    revision: str | None = typer.Option(None, "--revision", help="Model revision (hub models).",
-                                        parser=options.text_parser("--revision", "a model revision")),
-    n_resamples: int = options.n_resamples_option(),
-    figures: bool = options.figures_option(),
-    figure_format: str = options.figure_format_option(),
-    overwrite: bool = options.overwrite_option(),
-    progress: bool = options.progress_option(),
+    config: Path | None = options.config_option(),
 ) -> None:
     """Antecedent-selection accuracy of every head, with nearest / head-match / rule-based baselines."""
     from probes.runs.coreference import coreference
@@ -94,44 +116,39 @@ def coref(
                       split_antecedents=split_antecedents, batch_size=batch_size, device=device,
                       revision=revision, on_long=on_long, limit=limit, n_resamples=n_resamples, progress=progress,
                       extraction=options.extraction(dtype, max_batch_tokens, max_attention_mb, device_map))
-    _report(run, out_dir, figures=figures, figure_format=figure_format, overwrite=overwrite)
+    _report(run, out_dir, progress, figures=figures, figure_format=figure_format, overwrite=overwrite)
 
 
-@app.command("bridging")
+@command("bridging")
 def bridging(
-    config: Path | None = options.config_option(),
     model: str = options.model_option(...),
     treebank: str = options.treebank_option(
-        ..., help="GUM CoNLL-U with Bridge= annotation (scored): a file or `ud:en_gum:SPLIT`."),
+        ..., help="GUM CoNLL-U with Bridge= annotation: a file or `ud:en_gum:SPLIT`."),
     select_on: str | None = options.select_on_option(help=_SELECT_HELP),
     limit: int | None = options.limit_option(help=_LIMIT_HELP),
-    out: Path | None = options.out_option(help="Output folder (default `runs/bridging-MODEL-DATA`)."),
-    window: int | None = typer.Option(None, "--window", **options.rule_bounds(options.option_rules.TOKENS),
-                                      help="Tokens per window, specials included "
-                                      "(default: the model's maximum)."),
-    stride: int | None = typer.Option(None, "--stride", **options.rule_bounds(options.option_rules.TOKENS),
-                                      help=_STRIDE_HELP),
-    direction: str = typer.Option("anaphor_to_antecedent", "--direction",
-                                  help="anaphor_to_antecedent (the anaphor's row) | antecedent_to_anaphor."),
-    credit: str = typer.Option("any", "--credit",
-                               help="any: the argmax is right on the head of any preceding mention of the antecedent "
-                                    "entity; nearest: only on the reader's nearest antecedent mention."),
-    min_links: int = typer.Option(30, "--min-links", min=1, max=options.MAX_COUNT,
-                                  help="Distance bands are merged until each row holds this many links."),
-    batch_size: int = options.batch_size_option(4, help="Windows per forward pass."),
     device: str | None = options.device_option(),
+    revision: str | None = _revision_option(),
+    out: Path | None = options.out_option(help="Output folder (default `runs/bridging-MODEL-DATA`)."),
+    figures: bool = options.figures_option(),
+    figure_format: str = options.figure_format_option(),
+    overwrite: bool = options.overwrite_option(),
+    progress: bool = options.progress_option(),
+    window: int | None = _window_option(),
+    stride: int | None = _stride_option(),
+    direction: str = _direction_option(),
+    credit: str = options.choice_option("any", "--credit", CREDITS,
+                                        help="Right on any earlier mention of the antecedent, or the nearest only."),
+    min_links: int = typer.Option(30, "--min-links", min=1, max=options.MAX_COUNT, metavar="N",
+                                  rich_help_panel=options.ANALYSIS_PANEL,
+                                  help="Distance bands are merged until each holds this many links."),
+    n_resamples: int = options.n_resamples_option(),
+    batch_size: int = options.batch_size_option(4, help="Windows per forward pass."),
     on_long: str = options.on_long_option(help=_ON_LONG_HELP),
     dtype: str = options.dtype_option(),
     max_batch_tokens: int | None = options.max_batch_tokens_option(),
     max_attention_mb: float = options.max_attention_mb_option(),
     device_map: str | None = options.device_map_option(),
-    revision: str | None = typer.Option(None, "--revision", help="Model revision (hub models).",
-                                        parser=options.text_parser("--revision", "a model revision")),
-    n_resamples: int = options.n_resamples_option(),
-    figures: bool = options.figures_option(),
-    figure_format: str = options.figure_format_option(),
-    overwrite: bool = options.overwrite_option(),
-    progress: bool = options.progress_option(),
+    config: Path | None = options.config_option(),
 ) -> None:
     """Bridging: argmax accuracy and Pandit & Hou attention-mass ratio of every head, by sentence distance."""
     from probes.runs.coreference import bridging as run_bridging
@@ -141,5 +158,5 @@ def bridging(
                        credit=credit, min_links=min_links, batch_size=batch_size, device=device,
                        revision=revision, on_long=on_long, limit=limit, n_resamples=n_resamples, progress=progress,
                        extraction=options.extraction(dtype, max_batch_tokens, max_attention_mb, device_map))
-    _report(run, out_dir, figures=figures, figure_format=figure_format,
+    _report(run, out_dir, progress, figures=figures, figure_format=figure_format,
             overwrite=overwrite)

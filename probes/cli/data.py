@@ -6,18 +6,20 @@ from pathlib import Path
 
 import typer
 
-from probes.cli._app import app
+from probes.cli._app import ProbesGroup, app, command, panel_of
 from probes.cli.options import path_parser
 
 data_app = typer.Typer(
-    help="The registry's treebanks (`ud:TREEBANK:SPLIT`): list them, or put local copies in the cache "
-    "(offline). Downloads go to the same cache, `$PROBES_CACHE` or the platform cache folder.",
+    help="The registry's treebanks (`ud:TREEBANK:SPLIT`): list them, or add local copies to the cache.\n\n"
+    "Local copies make `ud:` names work offline. Downloads go to the same cache, `$PROBES_CACHE` or the "
+    "platform cache folder.",
     no_args_is_help=True,
+    cls=ProbesGroup,
 )
-app.add_typer(data_app, name="data")
+app.add_typer(data_app, name="data", rich_help_panel=panel_of("data"))
 
 
-@data_app.command("add")
+@command("add", group=data_app)
 def add_cli(
     name: str = typer.Argument(..., metavar="NAME",
                                help="`ud:TREEBANK:SPLIT` (e.g. `ud:en_ewt:dev`), or `ud:TREEBANK` with a folder."),
@@ -37,7 +39,7 @@ def add_cli(
         typer.echo(f"{done.name}: {done.path} ({how})")
 
 
-@data_app.command("list")
+@command("list", group=data_app)
 def list_cli() -> None:
     """List the registry's treebank names and which of them are in the cache."""
     from probes.corpora.registry import cache_dir, cache_status

@@ -12,22 +12,15 @@ from typing import Optional
 import typer
 
 from probes.cli import options
-from probes.cli._app import app
+from probes.cli._app import command
 
 _RUN_HELP = """Run an experiment file: models x data x analyses, then a cross-model report.
 
-The file (TOML; see experiments/README.md) names models (folders, package:NAME, hub names, and
-random-init:BASE@SEED twins: the same architecture with freshly initialised weights), data
-(treebanks, coreference corpora, selection splits), optionally models trained from scratch first
-([train] tables: OUT/train/CELL/seed-S/, re-used when their config is unchanged) and analyses
-(leaderboard, baselines, atlas, coreference, bridging, probe, importance, prune, match) with their
-options. Every unit (one analysis, one
-model, one dataset) is saved in OUT/results/ as soon as it finishes, keyed by the model's weights
-hash, the data's hashes and the options: running the same file again re-uses finished units (an
-interrupted run resumes), and a finished experiment re-reports in seconds.
-
-Writes OUT/report.md and a self-contained OUT/report.html (figures embedded, works offline),
-figures/, tables/, comparison/ and run.json. Layers and heads are 1-based (layer-head) in every output.
+The file (TOML; see experiments/README.md) names models, data, analyses and optionally models to train first;
+everything is checked before anything trains or loads. Each finished unit is saved in OUT/results/, so the same
+command resumes an interrupted run and re-reports a finished one in seconds. Writes OUT/report.md, a
+self-contained OUT/report.html, figures/, tables/, comparison/ and run.json. Layers and heads are 1-based. More
+in the docs: docs/commands/run.md.
 """
 
 _REPORT_HELP = """Re-make the report of a finished experiment from its saved results alone (no model, no data).
@@ -37,15 +30,16 @@ report.html, figures/, tables/, comparison/ and run.json again (into RUN_DIR, or
 """
 
 
-@app.command("run", help=_RUN_HELP)
+@command("run", help=_RUN_HELP)
 def run_cli(
     experiment: Path = typer.Argument(..., metavar="EXPERIMENT.toml", help="The experiment file.",
                                       parser=options.path_parser("EXPERIMENT.toml", "a file path")),
-    out: Optional[Path] = options.out_option(help="Run folder (default: the file's `out`, else runs/NAME)."),
-    fresh: bool = typer.Option(False, "--fresh", help="Recompute every unit, even those saved with the same key."),
     limit: Optional[int] = options.limit_option(
-        help="Read at most N sentences (documents) of each dataset in every unit (default: all); part of each "
-             "unit's key, so a limited run and a full run never share saved units."),
+        panel=options.DATA_PANEL, help="Read at most N sentences (documents) of each dataset in every unit (part "
+                                       "of each unit's key)."),
+    out: Optional[Path] = options.out_option(help="Run folder (default: the file's `out`, else runs/NAME)."),
+    fresh: bool = typer.Option(False, "--fresh", metavar="", rich_help_panel=options.OUTPUT_PANEL,
+                               help="Recompute every unit, even those saved with the same key."),
     progress: bool = options.progress_option(),
 ) -> None:
     from probes.runs.experiment import run_experiment
@@ -56,7 +50,7 @@ def run_cli(
     typer.echo(f"Report: {folder / 'report.md'} and {folder / 'report.html'}")
 
 
-@app.command("report", help=_REPORT_HELP)
+@command("report", help=_REPORT_HELP)
 def report_cli(
     run_dir: Path = typer.Argument(..., metavar="RUN_DIR", help="A run folder written by `probes run`.",
                                    parser=options.path_parser("RUN_DIR", "a folder path")),

@@ -9,36 +9,45 @@ from typing import Any, Optional
 import typer
 
 from probes.cli import options
-from probes.cli._app import app
+from probes.cli._app import command
 
 logger = logging.getLogger("probes")
 
 
-@app.command("extract")
+#: ``--from-pool`` values (the extractor's, repeated so that parsing imports no torch; tests/cli/test_cli_help.py keeps
+#: them equal).
+FROM_POOL = ("mean", "first", "max")
+
+
+@command("extract")
 def extract_cli(
-    config: Optional[Path] = options.config_option(),
     model: str = options.model_option(...),
     treebank: str = options.treebank_option(..., help=f"Treebank: {options.DATA_HELP}."),
     limit: Optional[int] = options.limit_option(help="Read at most N sentences of the treebank (default: all)."),
-    store: Path = options.path_option(..., "--store", "-s", what="a folder path", metavar="FOLDER",
-                                      help="Store folder to write (an interrupted run resumes)."),
-    batch_size: int = options.batch_size_option(),
     device: Optional[str] = options.device_option(),
+    revision: Optional[str] = typer.Option(None, "--revision", metavar="REV", help="Model revision (hub models).",
+                                           rich_help_panel=options.MODEL_PANEL,
+                                           parser=options.text_parser("--revision", "a model revision")),
+    store: Path = options.path_option(..., "--store", "-s", what="a folder path", metavar="FOLDER",
+                                      rich_help_panel=options.OUTPUT_PANEL,
+                                      help="Store folder to write (an interrupted run resumes)."),
+    layers: Optional[str] = options.layers_option(),
+    heads: Optional[str] = options.heads_option(),
+    from_pool: str = options.choice_option("mean", "--from-pool", FROM_POOL, panel=options.OUTPUT_PANEL,
+                                           help="A word's row from its tokens' rows: mean (paper), first, max."),
+    shard_size: int = typer.Option(256, "--shard-size", min=1, max=options.MAX_COUNT, metavar="N",
+                                   rich_help_panel=options.OUTPUT_PANEL, help="Sentences per store shard."),
+    progress: bool = options.progress_option(),
+    batch_size: int = options.batch_size_option(),
+    on_long: str = options.on_long_option(),
+    max_length: Optional[int] = typer.Option(None, "--max-length", min=2, max=options.option_rules.MAX_TOKENS,
+                                             metavar="N", rich_help_panel=options.EXTRACTION_PANEL,
+                                             help="Most tokens per sentence, specials included (default: model's)."),
     dtype: str = options.dtype_option(),
     max_batch_tokens: Optional[int] = options.max_batch_tokens_option(),
     max_attention_mb: float = options.max_attention_mb_option(),
     device_map: Optional[str] = options.device_map_option(),
-    layers: Optional[str] = options.layers_option(),
-    heads: Optional[str] = options.heads_option(),
-    from_pool: str = typer.Option("mean", "--from-pool",
-                                  help="A word's row from its tokens' rows: mean (paper), first (released code), max."),
-    on_long: str = options.on_long_option(),
-    max_length: Optional[int] = typer.Option(None, "--max-length", min=2, max=options.option_rules.MAX_TOKENS,
-                                             help="Most tokens per sentence, specials included (default: model's)."),
-    shard_size: int = typer.Option(256, "--shard-size", min=1, max=options.MAX_COUNT, help="Sentences per store shard."),
-    revision: Optional[str] = typer.Option(None, "--revision", help="Model revision (hub models).",
-                                           parser=options.text_parser("--revision", "a model revision")),
-    progress: bool = options.progress_option(),
+    config: Optional[Path] = options.config_option(),
 ) -> None:
     """Extract word-level attention of every head for a treebank into an attention store.
 

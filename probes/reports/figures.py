@@ -14,7 +14,8 @@ matplotlib figure is saved in `probes`: every file is written to a temporary nam
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -29,10 +30,54 @@ if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-__all__ = ["preload", "HeatmapWriter", "head_heatmap", "overview_figure", "save_figure", "figure_suffix", "DPI"]
+__all__ = ["preload", "HeatmapWriter", "head_heatmap", "overview_figure", "save_figure", "figure_suffix", "DPI",
+           "PALETTE", "MARKERS", "LINESTYLES", "SeriesStyle", "series_styles"]
 
 #: Resolution of every raster figure (dots per inch).
 DPI = 150
+
+#: Series colours: Okabe & Ito's colour-blind-safe palette (2008), yellow left out (too pale on white).
+PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
+#: Series markers, in the order series get them.
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")
+#: Series line styles, in the order series get them.
+LINESTYLES = ("-", "--", ":", "-.")
+
+
+@dataclass(frozen=True)
+class SeriesStyle:
+    """How one series of a figure is drawn: its colour, line style, marker and marker face (``fill``: the colour,
+    or white for a hollow marker)."""
+
+    color: str
+    linestyle: str
+    marker: str
+    fill: str
+
+    def line(self) -> dict[str, Any]:
+        """Keyword arguments of ``ax.plot`` (and of a legend's ``Line2D``)."""
+        return {"color": self.color, "linestyle": self.linestyle, "marker": self.marker,
+                "markerfacecolor": self.fill}
+
+    def points(self) -> dict[str, Any]:
+        """Keyword arguments of ``ax.errorbar`` for markers without a joining line."""
+        return {"fmt": self.marker, "color": self.color, "markerfacecolor": self.fill}
+
+
+def series_styles(names: Iterable[str], *, hollow: Iterable[str] = (),
+                  colours: Sequence[str] = PALETTE) -> dict[str, SeriesStyle]:
+    """One :class:`SeriesStyle` per distinct name, in order: the k-th takes the k-th colour of ``colours``
+    (:data:`PALETTE`), the k-th marker of :data:`MARKERS` and the k-th line style of :data:`LINESTYLES` (each list
+    repeated as needed), so any two series of a figure differ in colour and marker (up to 7 series) and in the
+    three together (up to 140); the names in ``hollow`` (e.g. random-init models) get hollow markers. The one
+    place series are styled: every figure with more than one series in an axes takes its styles here."""
+    hollow = set(hollow)
+    out: dict[str, SeriesStyle] = {}
+    for k, name in enumerate(dict.fromkeys(names)):
+        colour = colours[k % len(colours)]
+        out[name] = SeriesStyle(colour, LINESTYLES[k % len(LINESTYLES)], MARKERS[k % len(MARKERS)],
+                                "white" if name in hollow else colour)
+    return out
 
 
 def _wrap(text: str, width_in: float, fontsize: float) -> str:

@@ -23,6 +23,7 @@ from probes.heads.naming import INDEXING_NOTE, head_name
 from probes.heads.selection import LEADERBOARD_COLUMNS, LeaderboardRow, table_correction
 from probes.reports.escape import md_document, path_href
 from probes.reports.inputs import inputs_lines
+from probes.reports.prose import opening
 from probes.reports.tables import format_p, markdown_table, md_heading, md_text, text_table, write_csv, write_json
 from probes.reports.writer import OutputFolder
 from probes.run_details import plain
@@ -186,16 +187,50 @@ def _inputs_markdown(record: RunRecord) -> list[str]:
             *(f"- {md_text(line)}" for line in lines), ""] if lines else []
 
 
+def _findings(rows: Sequence[LeaderboardRow], record: RunRecord) -> list[str]:
+    """The leaderboard in short: how many relations' heads beat their best baseline and by which test, the
+    largest margin, the relations whose head does not beat it, and how heads and layers are numbered."""
+    if not rows:
+        return ["No relation has enough words in the report data to be listed."]
+    mode = rows[0].selection
+    tested = [r for r in rows if r.p_adjusted == r.p_adjusted]
+    if mode == "same" or not tested:
+        said = ("No row is tested: heads and baselines were selected and reported on the same data, so accuracies "
+                "and margins are optimistic." if mode == "same" else "No row could be tested.")
+    else:
+        where = ("on one half of the data and tested on the other" if mode == "split" else
+                 f"on {record.details.leaderboard.selected_on or rows[0].selected_on} and tested on "
+                 f"{record.reported_on if record.has('reported_on') else 'the report data'}")
+        said = (f"The best head of {sum(r.beats_baseline for r in tested)} of {len(tested)} relations beats the best "
+                f"baseline (margin > 0, Holm-adjusted p < 0.05 over the table's {len(tested)} tests); heads and "
+                f"baselines were chosen {where}.")
+    best = max(rows, key=lambda r: -math.inf if r.margin != r.margin else r.margin)
+    base = best.position_accuracy if best.best_baseline == "position" else best.baseline_accuracy
+    test = "" if best.p_adjusted != best.p_adjusted else f", Holm p {format_p(best.p_adjusted)}"
+    found = [said, f"The largest margin: {best.relation} ({best.direction}), head {head_name(best.layer, best.head)}, "
+                   f"accuracy {100 * best.accuracy:.1f}% [{100 * best.ci_low:.1f}-{100 * best.ci_high:.1f}] against the "
+                   f"best baseline's {100 * base:.1f}%: {100 * best.margin:+.1f} points{test}."]
+    behind = [r.relation for r in tested if not r.beats_baseline]
+    if behind and mode != "same":
+        shown = ", ".join(behind[:10]) + (f" and {len(behind) - 10} more" if len(behind) > 10 else "")
+        found.append(f"Not beating the best baseline: {shown}.")
+    found.append(f"Accuracies are in percent; {INDEXING_NOTE}.")
+    return found
+
+
 def _markdown(rows: Sequence[LeaderboardRow], record: RunRecord, overview: str | None) -> str:
-    """``leaderboard.md``: title, how heads were selected, what the inputs were, what the numbers mean, the table."""
+    """``leaderboard.md``: title, the answers in short, how heads were selected, what the inputs were, what the
+    numbers mean, the table and its notes."""
     model = record.details.model if record.has("model") else "model"
     data = record.reported_on if record.has("reported_on") else "data"
-    md = [f"# Head leaderboard: {md_heading(model)} on {md_heading(data)}", "", md_text(_selection_sentence(record)),
-          "",
+    md = [f"# Head leaderboard: {md_heading(model)} on {md_heading(data)}", "",
+          *opening(md_text(f) for f in _findings(rows, record)),
+          "## Selection and inputs", "", md_text(_selection_sentence(record)), "",
           *_inputs_markdown(record),
-          f"Accuracy: how often the head's most-attended other word is the gold head (Clark et al. 2019 §4.2); "
-          f"{INDEXING_NOTE}. Baselines: fixed offset (Clark) or most frequent relative position (Voita), "
-          "learned on the selection data; like heads, they never predict ROOT.", "",
+          "## The leaderboard", "",
+          "Accuracy: how often the head's most-attended other word is the gold head (Clark et al. 2019 §4.2). "
+          "Baselines: fixed offset (Clark) or most frequent relative position (Voita), learned on the selection data; "
+          "like heads, they never predict ROOT.", "",
           format_leaderboard(rows, "markdown"), *("- " + md_text(line) for line in leaderboard_footer(rows, record))]
     if overview:
         md += ["", f"![overview]({path_href(overview)})"]
@@ -205,15 +240,17 @@ def _markdown(rows: Sequence[LeaderboardRow], record: RunRecord, overview: str |
 def write_leaderboard(folder: OutputFolder, board: Any) -> RunRecord:
     """Write a :class:`~probes.runs.leaderboard.Leaderboard`'s files into ``folder``; the run record to write last.
 
-    Files: each extra analysis' saved result (``analyses/NAME/``), ``leaderboard.{csv,json,md}``,
-    ``scores.csv`` and (with ``folder.figures``) one heatmap per listed relation and the overview in
-    ``figures/``. The record gains the time spent here (``timings.writing_s``) and the overhead over extraction.
+    Files: the saved board (``leaderboard/``), each extra analysis' saved result (``analyses/NAME/``),
+    ``leaderboard.{csv,json,md}``, ``scores.csv`` and (with ``folder.figures``) one heatmap per listed relation
+    and the overview in ``figures/``. The record gains the time spent here (``timings.writing_s``) and the
+    overhead over extraction.
     """
     from probes.reports.names import safe_names
 
     out, rows, record = folder.root, board.rows, RunRecord.of(board.record)
     names = safe_names(board.analyses, usual=str)  # file-name safe, distinct; registered names unchanged
     folder.add_all(result.save(folder.path(f"analyses/{names[name]}")) for name, result in board.analyses.items())
+    folder.save("leaderboard", board)  # the board itself: probes.load(out_dir) reads it back
     dict_rows = [r.as_dict() for r in rows]
     csv_rows = [{**r, "tied_heads": "; ".join(r["tied_heads"])} for r in dict_rows]
     folder.add(write_csv(csv_rows, out / "leaderboard.csv", LEADERBOARD_COLUMNS))

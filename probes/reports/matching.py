@@ -19,11 +19,13 @@ from probes.compare.matching import MATCHING_RULE
 from probes.heads.naming import INDEXING_NOTE
 from probes.reports.escape import md_document, path_href
 from probes.reports.inputs import inputs_lines
+from probes.reports.prose import opening
 from probes.reports.tables import md_heading, md_text, write_csv
 from probes.reports.writer import OutputFolder
 from probes.run_record import RunRecord
 
-__all__ = ["MATCHING_COLUMNS", "write_matching", "matching_figure", "matching_summary", "matching_markdown"]
+__all__ = ["MATCHING_COLUMNS", "write_matching", "matching_figure", "matching_summary", "matching_markdown",
+           "matching_findings"]
 
 #: Columns of ``matching.csv`` (and ``profile_matching.csv``), layers and heads 1-based.
 MATCHING_COLUMNS: tuple[str, ...] = ("layer_a", "head_a", "layer_b", "head_b", "distance", "distance_low",
@@ -97,6 +99,37 @@ def _floors(run: Any) -> list[str]:
     return lines
 
 
+def _side(summary: dict[str, Any], key: str, other: str) -> str:
+    """How ``key``'s interval lies against ``other``'s: ``lies below``, ``lies above`` or ``overlaps``."""
+    a, b = summary.get(f"{key}_interval"), summary.get(f"{other}_interval")
+    if not a or not b or any(not isinstance(v, float) or math.isnan(v) for v in (*a, *b)):
+        return "cannot be set against"
+    return "lies below" if a[1] < b[0] else "lies above" if a[0] > b[1] else "overlaps"
+
+
+def matching_findings(run: Any) -> list[str]:
+    """The matching in short: how far apart matched heads are against the floors, against the null, whether head
+    numbers and roles carry over, and how layers and heads are numbered."""
+    s, m = run.summary, run.matching
+    within = [float(np.mean([v for v in s.get(f"D_within_{x}", []) if v == v] or [math.nan])) for x in ("a", "b")]
+    found = [f"Matched one-to-one {'within' if m.within_layers else 'across'} layers, the {m.n_pairs} pairs of heads "
+             f"of A and B are D_match {_with_interval(s, 'D_match')} apart (mean JS per word row, 95% interval over "
+             f"{s.get('unit', 'sentence')}s), against D_random {_number(s.get('D_random'))} for a random one-to-one "
+             f"assignment and D_within {_number(within[0])} (A) and {_number(within[1])} (B) between the distinct "
+             "heads of a layer."]
+    for key, label in (("D_null", "the null model"), ("D_permuted", "B's heads shuffled across layers")):
+        if key in s:
+            found.append(f"Against {label}: {key} {_with_interval(s, key)}; D_match's interval lies "
+                         f"{_side(s, 'D_match', key)} the null's (intervals compared, no p-value).")
+    found.append(f"Share of pairs matched to the same layer-head: {_number(s.get('identity_share'))}; the matchings "
+                 f"made on two halves of the sentences agree on {_number(s.get('half_agreement'))} of the pairs.")
+    found.append(f"Roles: {_number(s.get('role_share'))} of A's roles recur among B's heads, and "
+                 f"{_number(s.get('matched_role_share'))} of matched pairs share their role.")
+    found.append(f"{INDEXING_NOTE[:1].upper()}{INDEXING_NOTE[1:]}; head numbers in the arrays of the saved result "
+                 "are 0-based (layer x H + head).")
+    return found
+
+
 def matching_markdown(run: Any, figure: str | None) -> str:
     """``matching.md``: what was matched, on which distance, the floors, how intervals were made, the files."""
     record = RunRecord.of(run.record)
@@ -105,6 +138,7 @@ def matching_markdown(run: Any, figure: str | None) -> str:
     data = record.data if isinstance(record.data, Mapping) else {}
     mode = "within layers" if m.within_layers else "across layers"
     md = [f"# Head matching: {md_heading(models.get('a', 'A'))} and {md_heading(models.get('b', 'B'))}", "",
+          *opening(md_text(f) for f in matching_findings(run)), "## What was matched", "",
           md_text(f"Model A: {models.get('a', 'A')} ({m.shape_a[0]} layers x {m.shape_a[1]} heads); model B: "
                   f"{models.get('b', 'B')} ({m.shape_b[0]} x {m.shape_b[1]}); data: {data.get('name', '')}. Only the "
                   "sentences every model read whole are used (a sentence one model skipped is left out for all)."), "",
@@ -117,8 +151,7 @@ def matching_markdown(run: Any, figure: str | None) -> str:
                   f"({run.summary.get('n_units', '?')} units, {run.summary.get('n_resamples', '?')} resamples, seed 0), "
                   "the matching held fixed. Null: " + (m.null or "none (give a null model, or match within layers "
                                                              "for the label-permutation null)") + "."), "",
-          md_text(f"{INDEXING_NOTE}; head numbers in the arrays of the saved result are 0-based (layer x H + head)."),
-          "", "## Floors and summary", "", *(f"- {md_text(line)}" for line in _floors(run)), ""]
+          "## Floors and summary", "", *(f"- {md_text(line)}" for line in _floors(run)), ""]
     if run.profile is not None:
         md += ["## Profile distance", "", md_text(PROFILE_RULE + "; features used: " + ", ".join(run.profile_columns)
                                                   + "."), ""]

@@ -20,7 +20,8 @@ from probes.heads.intervals import bootstrap_ci
 from probes.heads.naming import DIRECTIONS, INDEXING_NOTE, head_name
 from probes.reports.escape import md_document
 from probes.reports.inputs import inputs_lines
-from probes.reports.tables import format_p, markdown_table, md_text, text_table, write_csv, write_json
+from probes.reports.prose import opening, sentences
+from probes.reports.tables import format_p, markdown_table, md_heading, md_text, text_table, write_csv, write_json
 from probes.reports.writer import OutputFolder
 from probes.run_record import RunRecord
 
@@ -99,24 +100,59 @@ def _inputs_note(inputs: Sequence[str]) -> str:
         "".join(f"- {md_text(line)}\n" for line in inputs)
 
 
+def _notes(text: str) -> str:
+    """A note of several sentences as a Markdown list, one sentence per item."""
+    return "".join(f"- {sentence}\n" for sentence in sentences(text))
+
+
+def _pct(value: Any) -> str:
+    """A share as the tables print it: percent with 1 decimal (``-`` for NaN or None)."""
+    return "-" if value is None or value != value else f"{100 * float(value):.1f}"
+
+
+def parser_findings(rows: Sequence[Mapping[str, Any]], comparisons: Sequence[Mapping[str, Any]] = ()) -> list[str]:
+    """The parsers in short: the best UAS, the selectivity of the parsers with a control task, the paired tests."""
+    if not rows:
+        return ["No parser was trained."]
+    best = max(rows, key=lambda r: -1.0 if r["uas"] != r["uas"] else r["uas"])
+    found = [f"The best parser is {best['probe']}: UAS {_pct(best['uas'])}% [{_pct(best['uas_ci_low'])}, "
+             f"{_pct(best['uas_ci_high'])}], UUAS {_pct(best['uuas'])}% (means over seeds, 95% intervals over "
+             "sentences)."]
+    controlled = [r for r in rows if r.get("selectivity") == r.get("selectivity") and "selectivity" in r]
+    if controlled:
+        found.append("Selectivity, UAS minus the control task's UAS (points): " + "; ".join(
+            f"{r['probe']} {_pct(r['selectivity'])} [{_pct(r['selectivity_ci_low'])}, {_pct(r['selectivity_ci_high'])}]"
+            for r in controlled) + ".")
+    if comparisons:
+        better = [c for c in comparisons if c.get("significant")]
+        shown = "; ".join(f"{c['a']} over {c['b']} by {_pct(c['difference'])} points (Holm p "
+                          f"{format_p(c['p_holm'])})" for c in better[:4])
+        found.append(f"{len(better)} of {len(comparisons)} paired comparisons find a better than b (paired over "
+                     f"sentences, Holm over the table){': ' + shown if shown else ''}"
+                     f"{' and more' if len(better) > 4 else ''}.")
+    return found
+
+
 def write_parsers(rows: Sequence[Mapping[str, Any]], out_dir: Path, control: bool,
                   inputs: Sequence[str] = (), *, comparisons: Sequence[Mapping[str, Any]] = (),
-                  correction: Any = None, seeds: Sequence[int] = (0,)) -> dict[str, Path]:
+                  correction: Any = None, seeds: Sequence[int] = (0,), subject: str = "") -> dict[str, Path]:
     """``parsers.{md,csv,json}`` (one row per parser; ``control``: with control UAS and selectivity columns) and,
     with ``comparisons``, ``comparisons.csv`` and their table in ``parsers.md``; ``inputs``: lines on what
-    happened to the inputs, at the end of ``parsers.md``."""
+    happened to the inputs, at the end of ``parsers.md``; ``subject`` (model and data) in its title."""
     dicts = [dict(r) for r in rows]
     cols = ["probe", "uas", "uas_sd", "uas_ci_low", "uas_ci_high", "uuas"] + (
         ["control_uas", "selectivity", "selectivity_ci_low", "selectivity_ci_high"] if control else [])
     heads = ["probe", "UAS", "sd", "UAS 95% low", "UAS 95% high", "UUAS (MST)"] + (
         ["control UAS", "selectivity", "sel. 95% low", "sel. 95% high"] if control else [])
-    md = markdown_table(dicts, cols, headers=heads, percent=[c for c in cols if c != "probe"])
-    md += _PARSERS_NOTE + _seeds_note(seeds) + "\n"
+    md = "\n".join([f"# Parsers from attention{': ' + md_heading(subject) if subject else ''}", "",
+                    *opening(md_text(f) for f in parser_findings(dicts, comparisons)), "## The parsers", ""])
+    md += "\n" + markdown_table(dicts, cols, headers=heads, percent=[c for c in cols if c != "probe"])
+    md += "\n" + _notes(_PARSERS_NOTE + _seeds_note(seeds))
     out = {}
     if comparisons:
-        md += "\nPaired comparisons (UAS of a minus UAS of b, on the same sentences; a parser against its control " \
-              "task is its selectivity):\n\n" + comparison_table(comparisons)
-        md += f"\n{correction.footer() if correction is not None else ''} {_INTERVALS}.\n"
+        md += "\n## Paired comparisons\n\nUAS of a minus UAS of b, on the same sentences; a parser against its " \
+              "control task is its selectivity.\n\n" + comparison_table(comparisons)
+        md += "\n" + _notes(f"{correction.footer() if correction is not None else ''} {_INTERVALS}.")
         out["comparisons.csv"] = write_csv(list(comparisons), out_dir / "comparisons.csv", COMPARISON_COLUMNS)
     out.update({"parsers.md": _write_text(out_dir / "parsers.md", md + _inputs_note(inputs)),
                 "parsers.csv": write_csv(dicts, out_dir / "parsers.csv", PARSER_COLUMNS),
@@ -132,12 +168,36 @@ def comparison_table(comparisons: Sequence[Mapping[str, Any]]) -> str:
                           percent=["difference", "ci_low", "ci_high"])
 
 
+def per_head_findings(rows: Rows, selection: Mapping[str, Any] | None = None) -> list[str]:
+    """The per-head probes in short: for how many relations a head's probe beats the position-only probe, the
+    ALL row and the largest gain."""
+    if not rows:
+        return ["No relation had enough words to be listed."]
+    same = (selection or {}).get("mode") == "same"
+    wins = sum(r.get("significant") == "yes" for r in rows)
+    found = ["No row is tested: heads were chosen and reported on the same data." if same else
+             f"A head's probe beats the position-only probe for {wins} of {len(rows)} relations (gain in accuracy, "
+             f"paired test over sentences, Holm over the {len(rows)} listed rows)."]
+    first = rows[0]
+    selectivity = ("" if _pct(first.get("selectivity")) == "-" else
+                   f"; selectivity {_pct(first.get('selectivity'))} points [{_pct(first.get('selectivity_ci_low'))}, "
+                   f"{_pct(first.get('selectivity_ci_high'))}]")
+    found.append(f"On {first['relation']}, head {first['head']}'s probe is right for {_pct(first['accuracy'])}% "
+                 f"[{_pct(first['ci_low'])}, {_pct(first['ci_high'])}] of the words, against "
+                 f"{_pct(first['position_only'])}% for the position-only probe{selectivity}.")
+    best = max(rows, key=lambda r: -1.0 if r["gain"] != r["gain"] else r["gain"])
+    test = "" if same else f", Holm p {format_p(best['p_holm'])}"
+    found.append(f"The largest gain: {best['relation']}, head {best['head']}, {_pct(best['accuracy'])}% against "
+                 f"{_pct(best['position_only'])}% ({_pct(best['gain'])} points{test}).")
+    return found
+
+
 def write_per_head(rows: Rows, full: Rows, out_dir: Path, inputs: Sequence[str] = (), *,
                    selection: Mapping[str, Any] | None = None, correction: Mapping[str, Any] | None = None,
-                   seeds: Sequence[int] = (0,)) -> dict[str, Path]:
+                   seeds: Sequence[int] = (0,), subject: str = "") -> dict[str, Path]:
     """``per_head.{md,csv,json}`` (the listed relations) and ``per_head_scores.csv`` (every relation and head);
-    ``selection``, ``correction`` (``Correction.as_dict()``) and ``seeds`` go into the footer; ``inputs``: lines
-    on what happened to the inputs, at the end of ``per_head.md``."""
+    ``selection``, ``correction`` (``Correction.as_dict()``) and ``seeds`` go into the notes; ``inputs``: lines
+    on what happened to the inputs, at the end of ``per_head.md``; ``subject`` (model and data) in its title."""
     shown = [{**r, "ties": _ties_cell(r.get("near_ties", []))} for r in rows]
     cols = ["relation", "count", "head", "accuracy", "accuracy_sd", "ci_low", "ci_high", "position_only",
             "significant", "ties", "argmax_head", "argmax_accuracy", "control_accuracy", "selectivity",
@@ -145,13 +205,16 @@ def write_per_head(rows: Rows, full: Rows, out_dir: Path, inputs: Sequence[str] 
     heads = ["relation", "count", "best head", "probe acc.", "sd", "95% low", "95% high", "position only",
              "sig.", "ties", "argmax head", "argmax acc.", "control acc.", "selectivity", "sel. 95% low",
              "sel. 95% high"]
-    md = markdown_table(shown, cols, headers=heads, percent=[c for c in cols if c not in (
+    md = "\n".join([f"# Per-head relation probes{': ' + md_heading(subject) if subject else ''}", "",
+                    *opening(md_text(f) for f in [*per_head_findings(rows, selection), INDEXING_NOTE[:1].upper()
+                                                  + INDEXING_NOTE[1:] + "."]), "## The best head per relation", ""])
+    md += "\n" + markdown_table(shown, cols, headers=heads, percent=[c for c in cols if c not in (
         "relation", "count", "head", "argmax_head", "significant", "ties")])
-    footer = "\n" + selection_note(selection) + "\n"
+    footer = selection_note(selection)
     if correction is not None:
         n = correction.get("n_tests", 0)
-        footer += (f"Significance: {correction.get('test')}; {n} test{'s' if n != 1 else ''} in this table.\n")
-    md += footer + _PER_HEAD_NOTE + _seeds_note(seeds) + "\n"
+        footer += f" Significance: {correction.get('test')}; {n} test{'s' if n != 1 else ''} in this table."
+    md += "\n" + _notes(footer + _PER_HEAD_NOTE + _seeds_note(seeds))
     csv_rows = [{**r, "near_ties": " ".join(r.get("near_ties", []))} for r in rows]
     return {"per_head.md": _write_text(out_dir / "per_head.md", md + _inputs_note(inputs)),
             "per_head.csv": write_csv(csv_rows, out_dir / "per_head.csv", PER_HEAD_COLUMNS),
@@ -235,15 +298,22 @@ def write_label(rows: Rows, full: Rows, accuracy: npt.NDArray[np.float64], facts
     ``facts``: ``n_layers``, ``n_heads``, ``n_labels``, ``train_arcs_used``, ``train_arcs_seen``.
     """
     floor = float(accuracy[-1])
-    md = markdown_table(rows, ["rank", "head", "accuracy", "ci_low", "ci_high", "position_only", "gain"],
-                        headers=["rank", "head", "label acc.", "95% low", "95% high", "position only", "gain"],
-                        percent=["accuracy", "ci_low", "ci_high", "position_only", "gain"])
-    note = (f"\nLabel probes: given the gold arc, one LogisticRegression per head predicts its relation "
+    found = [f"The best label probe is head {rows[0]['head']}'s: it names the relation of {_pct(rows[0]['accuracy'])}% "
+             f"[{_pct(rows[0]['ci_low'])}, {_pct(rows[0]['ci_high'])}] of the gold arcs ({facts['n_labels']} labels), "
+             f"against {_pct(floor)}% for the position-only probe ({_pct(rows[0]['gain'])} points; heads ranked on "
+             "the selection data, 95% interval over sentences, no test)." if rows else "No head was ranked.",
+             f"{INDEXING_NOTE[:1].upper()}{INDEXING_NOTE[1:]}."]
+    md = "\n".join([f"# Per-head label probes{': ' + md_heading(subject) if subject else ''}", "",
+                    *opening(md_text(f) for f in found), "## The 10 best heads", ""])
+    md += "\n" + markdown_table(rows, ["rank", "head", "accuracy", "ci_low", "ci_high", "position_only", "gain"],
+                                headers=["rank", "head", "label acc.", "95% low", "95% high", "position only",
+                                         "gain"], percent=["accuracy", "ci_low", "ci_high", "position_only", "gain"])
+    note = (f"Label probes: given the gold arc, one LogisticRegression per head predicts its relation "
             f"({facts['n_labels']} labels) from that head's attention on the arc plus its relative position; "
             f"trained on {facts['train_arcs_used']} of {facts['train_arcs_seen']} training arcs (reservoir sample; "
             f"first seed only). Top 10 heads, ranked on the selection data. {selection_note(selection)} "
-            f"95% percentile bootstrap intervals over sentences (1000 resamples). {INDEXING_NOTE}.\n")
-    out = {"label.md": _write_text(out_dir / "label.md", md + note),
+            "95% percentile bootstrap intervals over sentences (1000 resamples).")
+    out = {"label.md": _write_text(out_dir / "label.md", md + "\n" + _notes(note)),
            "label.csv": write_csv(full, out_dir / "label.csv")}
     if figures:
         from probes.reports.figures import head_heatmap
@@ -333,13 +403,14 @@ def write_probes(folder: OutputFolder, run: Any) -> RunRecord:
         results["comparisons"] = list(run.comparisons)
         correction = comparison_correction(run.comparisons) if run.comparisons else None
         folder.add_all(write_parsers(results["parsers"], out, run.control, inputs=inputs,
-                                     comparisons=list(run.comparisons), correction=correction, **seeds).values())
+                                     comparisons=list(run.comparisons), correction=correction, subject=run.subject(),
+                                     **seeds).values())
     if run.per_head:
         rows, full = run.per_head_rows()
         results["per_head"] = {"listed": rows, "n_unseen_relation_words": run.per_head[0].n_unseen}
         correction = run.significance()["per_head"]
         folder.add_all(write_per_head(rows, full, out, inputs=inputs, selection=run.selection,
-                                      correction=correction, **seeds).values())
+                                      correction=correction, subject=run.subject(), **seeds).values())
         if figures:
             accuracy, floor, selectivity = run.per_head_figure_data()
             folder.add_all(per_head_figures(accuracy, floor, selectivity, out, where=_where(run.selection),
@@ -348,6 +419,7 @@ def write_probes(folder: OutputFolder, run: Any) -> RunRecord:
             folder.add_all(attn_weight_figure(run.attn_weights, out, **look).values())
     if run.label is not None:
         folder.add_all(_write_label(run.label, out, figures, results, look, run.selection).values())
+    folder.save("probe", run)  # the run itself: probes.load(out_dir) reads it back
     results.update(run.facts)
     results["selection"] = dict(run.selection)
     results["significance"] = run.significance()

@@ -12,6 +12,8 @@ Every command's ``write`` goes through it, so every output folder is made the sa
    inside the folder, every file written to a temporary name and renamed into place
    (:mod:`probes.reports.atomic`);
 5. ``run.json`` is written last, listing every file of the run, itself included: the mark of a finished run.
+   It names the run's main saved result (``result``: the first one saved through :meth:`OutputFolder.save`),
+   so that ``probes.load(out_dir)`` reads it without guessing.
 
 The paths written come back keyed by their path relative to the folder (``figures/overview.png``).
 """
@@ -68,6 +70,8 @@ class OutputFolder:
         figures: whether figures are drawn (False on ranks other than 0 of a ``torchrun`` run).
         figure_format: ``png``, ``svg`` or ``pdf``.
         files: every file added so far, by its path relative to ``root`` (posix), in the order added.
+        result: the folder (relative to ``root``) of the run's main saved result: the first one :meth:`save`
+            wrote; ``run.json`` names it (``result``), and :func:`probes.load` reads it from the run folder.
     """
 
     def __init__(self, root: Path, *, figures: bool = True, figure_format: str = "png") -> None:
@@ -75,6 +79,7 @@ class OutputFolder:
         self.figures = figures
         self.figure_format = figure_format
         self.files: dict[str, Path] = {}
+        self.result: str | None = None
         self._listed: list[Path] = []
         self._t0 = time.perf_counter()
 
@@ -114,11 +119,14 @@ class OutputFolder:
         return path
 
     def save(self, name: str, result: Any) -> Path:
-        """Save a :class:`~probes.results.Result` under ``name``; ``run.json`` lists its two files."""
+        """Save a :class:`~probes.results.Result` under ``name``; ``run.json`` lists its two files. The first result
+        saved is the run's main one (:attr:`result`): ``run.json`` names it, and ``probes.load(run folder)`` reads it."""
         from probes.results import ARRAYS_FILE, RESULT_FILE
 
         folder = result.save(self.path(f"{name}/{RESULT_FILE}").parent)
         self.list_only(folder / RESULT_FILE, folder / ARRAYS_FILE)
+        if self.result is None:
+            self.result = name
         return folder
 
     def seconds(self) -> float:
@@ -146,7 +154,7 @@ def write_output(out_dir: str | Path, command: str | None, write: ReportWriter, 
         figures, figure_format: whether figures are drawn, and as ``png``, ``svg`` or ``pdf``.
         own_folder: the run already owns the folder (an experiment's run folder: its runner prepared it, and
             its record lists the units it holds): the folder is not prepared, and ``run.json`` is the record
-            as returned, without a file list.
+            as returned (naming its main saved result, if any), without a file list.
     """
     check_figure_format(figure_format)
     out_dir, figures = rank_out_dir(out_dir, figures)  # under torchrun only rank 0 writes to out_dir
@@ -154,8 +162,10 @@ def write_output(out_dir: str | Path, command: str | None, write: ReportWriter, 
     finished = False
     try:
         folder = OutputFolder(out, figures=figures, figure_format=figure_format)
-        record = write(folder)
-        folder.files["run.json"] = (RunRecord.of(record).save(out / "run.json") if own_folder
+        record = RunRecord.of(write(folder))
+        if folder.result is not None:  # the main saved result: what probes.load(out_dir) reads
+            record = record.updated(result=folder.result)
+        folder.files["run.json"] = (record.save(out / "run.json") if own_folder
                                     else write_record(record, out, folder.listed()))
         finished = True
     finally:

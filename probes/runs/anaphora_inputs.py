@@ -7,15 +7,18 @@ corpora and their annotation), resolves the model name once and returns an :clas
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from probes.corpora.overlap import DataOverlap, measure_overlap, refuse_overlap
 from probes.errors import ConfigError
 from probes.runs.extraction_options import ExtractionOptions
 from probes.runs.inputs import ModelSource, check_extraction, check_run_options, model_source
 
 if TYPE_CHECKING:
+    from probes.corpora.types import Sentence
     from probes.extraction.extractor import AttentionExtractor
 
 __all__ = ["AnaphoraRequest", "anaphora_request", "selection_mode"]
@@ -32,6 +35,7 @@ class AnaphoraRequest:
         mode: where heads are chosen (:func:`selection_mode`): ``split``, ``same`` or ``separate``.
         window, stride: tokens per window and between window starts (None: the model's maximum, half a window).
         limit: documents read of each corpus (None: all).
+        overlap: what the selection corpus shares with the scored one (None: no separate selection corpus).
     """
 
     model: ModelSource | AttentionExtractor
@@ -41,6 +45,11 @@ class AnaphoraRequest:
     window: int | None = None
     stride: int | None = None
     limit: int | None = None
+    overlap: DataOverlap | None = None
+
+    def overlap_record(self) -> dict[str, Any]:
+        """``{"overlap": ...}`` for the run record when heads are chosen on a separate corpus, else nothing."""
+        return {} if self.overlap is None else {"overlap": self.overlap.to_dict()}
 
     def extractor(self) -> AttentionExtractor:
         """The extractor: the one given, or the model loaded (nothing is checked or resolved again)."""
@@ -75,8 +84,22 @@ def anaphora_request(model: Any, corpus: str | Path, select_on: str | Path | Non
     for each in (path, select):
         if each is not None:
             _check_annotated(each, bridges=bridges)
+    overlap = _held_out(select, path, limit) if select is not None else None
     source = model if settings is None else model_source(model, settings, revision)
-    return AnaphoraRequest(source, path, select, mode, window, stride, limit)
+    return AnaphoraRequest(source, path, select, mode, window, stride, limit, overlap)
+
+
+def _held_out(select: Path, corpus: Path, limit: int | None) -> DataOverlap:
+    """What the first ``limit`` documents of the selection corpus share with those of the scored corpus, by their
+    sentences' words and ids and by document ids; ConfigError when they overlap (heads would not be held out)."""
+    from probes.corpora import read_documents
+
+    def sentences(path: Path) -> list[Sentence]:
+        return [s for doc in itertools.islice(read_documents(path), limit) for s in doc.sentences]
+
+    overlap = measure_overlap(sentences(select), sentences(corpus))
+    refuse_overlap(overlap, select.name, corpus.name)
+    return overlap
 
 
 def _check_annotated(corpus: Path, *, bridges: bool) -> None:

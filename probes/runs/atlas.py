@@ -43,6 +43,7 @@ import numpy as np
 import numpy.typing as npt
 
 from probes.errors import ConfigError, ModelOutputError
+from probes.progress import stage
 from probes.reports.writer import write_output
 from probes.results import Result
 from probes.run_record import RunRecord
@@ -200,11 +201,14 @@ def _analyses(sentences: Sequence[Sentence], *, frequencies: Mapping[str, int], 
 
 
 def _gradients(model: ResolvedModel, sentences: Sequence[Sentence], n: int, batch_size: int,
-               device: str | None) -> tuple[Any, str]:
+               device: str | None, progress: bool = False) -> tuple[Any, str]:
     """Gradient importance on the first ``n`` sentences, or ``(None, why not)``."""
     if n == 0:
         return None, "not computed (--grad-sentences 0)"
     from probes.extraction.gradients import gradient_importance
+
+    stage(f"gradient importance: loading model {model.spec} with its language-model head, {min(n, len(sentences))} "
+          "sentences with a backward pass each", progress)
 
     try:
         result = gradient_importance(model, [s.words for s in sentences[:n]], max_items=n, seed=0,
@@ -217,19 +221,21 @@ def _gradients(model: ResolvedModel, sentences: Sequence[Sentence], n: int, batc
     return result, ""
 
 
-def _head_types(extractor: Any, n_sequences: int) -> tuple[Any, str]:
-    """The head-type scores on ``n_sequences`` repeated random sequences, or ``(None, why not)``."""
+def _head_types(extractor: Any, n_sequences: int, progress: bool = False) -> tuple[Any, str]:
+    """The head-type scores on ``n_sequences`` repeated random sequences, or ``(None, why not)`` (``""``: none were
+    asked for, so the reports say nothing of them)."""
     from probes.analysis.head_types import DEFAULT_LENGTH, head_types, ordinary_ids, special_ids
 
     if n_sequences == 0:
-        return None, "not computed (--head-type-sequences 0)"
+        return None, ""
+    stage(f"head types: {n_sequences} repeated random sequences", progress)
     prefix, suffix = special_ids(extractor.tokenizer)
     room = (extractor.max_tokens - len(prefix) - len(suffix)) // 2  # each sequence runs twice
     length = min(DEFAULT_LENGTH, room, len(ordinary_ids(extractor.tokenizer)))
     try:
         return head_types(extractor, n_sequences=n_sequences, length=length, seed=0), ""
     except (ConfigError, ModelOutputError) as exc:
-        return None, f"not computed: {exc}"
+        return None, f"not scored: {exc}"
 
 
 def _coref(extractor: Any, corpus: str | Path, limit: int | None, progress: bool) -> tuple[Any, dict[str, Any]]:
@@ -331,6 +337,7 @@ def _run(source: ModelSource, treebank: str | Path, corpus: str | Path | None, e
          options: dict[str, Any], progress: bool, extra_fields: dict[str, Any]) -> Atlas:
     """The atlas of the model ``source`` (resolved, its extractor options checked) with checked ``options`` (see
     :func:`atlas`)."""
+    from probes.corpora.registry import resolve_treebank
     from probes.extraction.families import is_decoder
     from probes.heads.groups import GROUP_RULE, cluster_heads, mds_layout
     from probes.heads.profile import board_profile
@@ -340,7 +347,11 @@ def _run(source: ModelSource, treebank: str | Path, corpus: str | Path | None, e
 
     model, model_path = source.model.spec, source.model.path
     t0 = time.perf_counter()
+    stage(f"reading treebank {data_name(treebank)}", progress)
     path, sentences, frequencies, shown = _read(treebank, options["limit"], options["counts"], example)
+    for spec in (options["select_on"], corpus):  # read after the model ran: a missing one is found now, not then
+        if spec is not None and spec != "same":
+            resolve_treebank(spec)
     timings = {"reading_s": time.perf_counter() - t0}
     t0 = time.perf_counter()
     extractor = source.load()
@@ -354,6 +365,7 @@ def _run(source: ModelSource, treebank: str | Path, corpus: str | Path | None, e
                         progress=progress, analyses=extra, record={"command": _COMMAND})
     timings.update(pass_s=time.perf_counter() - t0, extraction_s=board.record.timings.extraction_s or 0.0)
     results, t0 = board.analyses["atlas"], time.perf_counter()
+    stage("grouping heads: MDS layout, clusters, each head's best relation", progress)
     distance = results["distances"].distance
     layout = mds_layout(distance, seed=0)
     groups = cluster_heads(distance, min(options["clusters"], len(distance)))
@@ -361,13 +373,13 @@ def _run(source: ModelSource, treebank: str | Path, corpus: str | Path | None, e
     timings["groups_s"] = time.perf_counter() - t0
     example_maps = _example_maps(extractor, shown)
     t0 = time.perf_counter()
-    types, types_note = _head_types(extractor, options["head_type_sequences"])
+    types, types_note = _head_types(extractor, options["head_type_sequences"], progress)
     timings["head_types_s"] = time.perf_counter() - t0
     coref_accuracy, coref_record = (None, None) if corpus is None else _coref(extractor, corpus, options["limit"],
                                                                              progress)
     t0 = time.perf_counter()
     gradients, note = _gradients(source.model, sentences, options["grad_sentences"], options["batch_size"],
-                                 options["device"])
+                                 options["device"], progress)
     timings["gradients_s"] = time.perf_counter() - t0
     full = run_record(
         _COMMAND, model=model, model_path=model_path, extractor=extractor.info(),

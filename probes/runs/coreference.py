@@ -43,6 +43,7 @@ from probes.analysis.split import Half
 from probes.checksum import file_sha256
 from probes.errors import ConfigError
 from probes.heads.naming import INDEXING_NOTE
+from probes.progress import stage
 from probes.reports.coreference import (
     BRIDGING_SCALES,
     SelectionInfo,
@@ -326,7 +327,7 @@ def coreference(
         counts=result.counts, inputs=_inputs(facts, sel_facts),
         extraction_report=gather_report(extractor.report.as_dict(), world), world=ranks,
         seconds=round(time.perf_counter() - t0, 2), versions=versions(), indexing=INDEXING_NOTE,
-        selection=_selection_record(corpus, select_on, result, selection))
+        selection=_selection_record(corpus, select_on, result, selection), **request.overlap_record())
     return CoreferenceRun(result, selection, record, n_resamples)
 
 
@@ -384,7 +385,7 @@ def bridging(
         counts=result.counts, inputs=_inputs(facts, sel_facts),
         extraction_report=gather_report(extractor.report.as_dict(), world), world=ranks,
         seconds=round(time.perf_counter() - t0, 2), versions=versions(), indexing=INDEXING_NOTE,
-        selection=_selection_record(corpus, select_on, result, selection))
+        selection=_selection_record(corpus, select_on, result, selection), **request.overlap_record())
     return BridgingRun(result, selection, record, n_resamples, min_links)
 
 
@@ -503,6 +504,7 @@ def _scan(extractor: Any, corpus: Path, window: int | None, stride: int | None,
     if size > extractor.max_tokens:
         raise ConfigError(f"--window: expected at most the model's {extractor.max_tokens} tokens, found {size}")
     size = min(size, extractor.budget_tokens())  # windows whose attention fits --max-attention-mb (info: budget_tokens)
+    stage(f"reading corpus {Path(corpus).name}", getattr(extractor, "progress", False))
     docs = list(itertools.islice(read_documents(corpus), limit))
     facts: dict[str, Any] = {"corpus": str(Path(corpus).resolve()), "sha256": file_sha256(corpus),
                              "documents": len(docs), "sentences": sum(len(d.sentences) for d in docs),

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from probes.corpora.registry import SAMPLE_DIR, sample_path
 from probes.errors import ConfigError
+from probes.progress import stage
 from probes.runs.leaderboard import Leaderboard, leaderboard
 
 __all__ = ["SAMPLE_DIR", "sample_paths", "demo_model_dir", "demo"]
@@ -40,9 +41,12 @@ def demo(*, progress: bool = False, min_count: int = 20, on_long: str = "skip") 
 
     Nothing is written: call ``.write(folder)`` on the result (``probes demo`` writes ``runs/demo``).
     """
+    model = str(demo_model_dir())  # the one fault a demo can meet, before any line is printed
+    stage("demo: all-MiniLM-L6-v2 on the sample corpus (heads chosen on sample-dev, reported on sample-test)",
+          progress)  # at once: the option checks that follow import torch (seconds)
     dev, test = sample_paths()
     return leaderboard(
-        str(demo_model_dir()), test, select_on=dev, name="sample-test (silver)", select_name="sample-dev (silver)",
+        model, test, select_on=dev, name="sample-test (silver)", select_name="sample-dev (silver)",
         min_count=min_count, batch_size=32, device="cpu", on_long=on_long, progress=progress, preload_figures=True,
         record={"command": "probes demo", "model_name": "sentence-transformers/all-MiniLM-L6-v2",
                 "data": {"report": {"annotation": _ANNOTATION}, "select": {"annotation": _ANNOTATION}}})

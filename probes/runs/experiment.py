@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from probes.errors import ConfigError, InputError
+from probes.progress import stage
 from probes.reports.writer import write_output
 from probes.results import Result
 from probes.run_details import ExperimentInfo, ReportOptions
@@ -267,8 +268,7 @@ def _compute(plan: _Plan, model_path: str, options: Mapping[str, Any], progress:
 def _run_units(experiment: Any, store: Any, hashes: _Hashes, progress: bool, limit: int | None = None
                ) -> list[tuple[_Plan, Any]]:
     """Run (or re-use) every unit in plan order (``limit``: see :func:`_options`); ``[(plan, SavedUnit)]``."""
-    from tqdm.auto import tqdm
-
+    from probes.progress import bar as progress_bar
     from probes.runs.experiment_cache import unit_key
 
     plans = _plan(experiment)
@@ -276,30 +276,31 @@ def _run_units(experiment: Any, store: Any, hashes: _Hashes, progress: bool, lim
     saved: list[tuple[_Plan, Any]] = []
     current: tuple[str, str] | None = None
     group: dict[str, Any] = {}  # the results computed for the current (model, data): only its atlas is needed again
-    bar = tqdm(plans, desc="units", unit="unit", disable=not progress, dynamic_ncols=True)
-    for plan in bar:
-        bar.set_postfix_str(plan.label)
-        inputs = _inputs(plan, experiment, hashes, atlas_keys, limit)
-        key = unit_key(inputs)
-        if plan.analysis.kind == "atlas":
-            atlas_keys[(plan.analysis.name, plan.model.name, plan.data.name)] = key
-        unit = store.find(plan.analysis.name, plan.model.name, plan.data.name, key)
-        if (plan.model.name, plan.data.name) != current:  # plans are grouped: earlier results are never read again
-            current, group = (plan.model.name, plan.data.name), {}
-        if unit is None:
-            if plan.from_atlas is not None and plan.from_atlas not in group:
-                # the atlas ran just before (plans put it first) and was re-used: read it from its folder
-                atlas = store.folder(plan.from_atlas, plan.model.name, plan.data.name)
-                group[plan.from_atlas] = store.load(store.relative(atlas))
-            t0 = time.perf_counter()
-            result = _compute(plan, hashes.model(plan.model)["path"], inputs["options"], progress, group)
-            unit = store.save(plan.analysis.name, plan.model.name, plan.data.name, key, inputs, result,
-                              time.perf_counter() - t0, report=experiment.unit_reports and plan.from_atlas is None)
-            group[plan.analysis.name] = result
-        elif progress:
-            bar.write(f"re-used {plan.label} (key {key[:12]})")
-        saved.append((plan, unit))
-    bar.close()
+    with progress_bar("units", total=len(plans), unit="unit", progress=progress) as bar:
+        for plan in plans:
+            bar.set_postfix_str(plan.label)
+            inputs = _inputs(plan, experiment, hashes, atlas_keys, limit)
+            key = unit_key(inputs)
+            if plan.analysis.kind == "atlas":
+                atlas_keys[(plan.analysis.name, plan.model.name, plan.data.name)] = key
+            unit = store.find(plan.analysis.name, plan.model.name, plan.data.name, key)
+            if (plan.model.name, plan.data.name) != current:  # plans are grouped: earlier results are never read again
+                current, group = (plan.model.name, plan.data.name), {}
+            if unit is None:
+                if plan.from_atlas is not None and plan.from_atlas not in group:
+                    # the atlas ran just before (plans put it first) and was re-used: read it from its folder
+                    atlas = store.folder(plan.from_atlas, plan.model.name, plan.data.name)
+                    group[plan.from_atlas] = store.load(store.relative(atlas))
+                stage(f"computing {plan.label}", progress)
+                t0 = time.perf_counter()
+                result = _compute(plan, hashes.model(plan.model)["path"], inputs["options"], progress, group)
+                unit = store.save(plan.analysis.name, plan.model.name, plan.data.name, key, inputs, result,
+                                  time.perf_counter() - t0, report=experiment.unit_reports and plan.from_atlas is None)
+                group[plan.analysis.name] = result
+            else:
+                stage(f"re-used {plan.label} (key {key[:12]})", progress)
+            saved.append((plan, unit))
+            bar.update(1)
     return saved
 
 
@@ -390,6 +391,7 @@ def run_experiment(path: str | Path, *, out: str | Path | None = None, progress:
                         "seed": experiment.seed},
         timings={"units_s": round(units_s, 3), **({"train_s": lab["seconds"]} if experiment.train else {})},
         **({} if limit is None else {"options": {"limit": limit}}))
+    stage(f"writing report to {run_dir}", progress)
     return _report(run_dir, record)
 
 

@@ -128,8 +128,7 @@ def _compute(experiment: Any, hashes: Any, a: str, b: str, data: Any, options: M
 def run_match_units(experiment: Any, store: Any, hashes: Any, progress: bool, limit: int | None = None
                     ) -> list[dict[str, Any]]:
     """Run (or re-use) every match unit; their entries of ``run.json``'s ``units``."""
-    import sys
-
+    from probes.progress import stage
     from probes.runs.experiment_cache import unit_key
     from probes.runs.experiment_lab import lab_names
 
@@ -143,12 +142,13 @@ def run_match_units(experiment: Any, store: Any, hashes: Any, progress: bool, li
                 key, label = unit_key(inputs), f"{analysis.name} / {a}~{b} / {data.name}"
                 unit = store.find(analysis.name, f"{a}~{b}", data.name, key)
                 if unit is None:
+                    stage(f"computing {label}", progress)
                     t0 = time.perf_counter()
                     result = _compute(experiment, hashes, a, b, data, options, progress)
                     unit = store.save(analysis.name, f"{a}~{b}", data.name, key, inputs, result,
                                       time.perf_counter() - t0, report=experiment.unit_reports)
-                elif progress:
-                    sys.stderr.write(f"re-used {label} (key {key[:12]})\n")
+                else:
+                    stage(f"re-used {label} (key {key[:12]})", progress)
                 unit_options = {k: v for k, v in options.items() if k != "pairs"}
                 out.append({"analysis": analysis.name, "kind": "match", "model": a, "data": data.name,
                             "key": unit.key, "reused": unit.reused, "seconds": unit.entry.get("seconds"),

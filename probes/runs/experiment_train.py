@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import shutil
-import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from probes.errors import InputError
+from probes.progress import stage
 from probes.results import Result, require_pandas
 from probes.run_details import ExperimentUnit, TrainingSummary, UnitOptions
 from probes.training.curves import TrainingCurves
@@ -203,8 +203,8 @@ def run_training(experiment: Any, run_dir: Path, store: Any, hashes: Any, progre
     t0 = time.perf_counter()
     entries, lines = [], []
     skipped = [note for unit in experiment.train for note in unit.skipped]
-    for note in skipped if progress else ():
-        sys.stderr.write(f"{note}\n")
+    for note in skipped:
+        stage(note, progress)
     for unit in experiment.train:
         shas = _data_shas(unit, hashes)
         inputs = _inputs(unit, hashes)
@@ -216,8 +216,7 @@ def run_training(experiment: Any, run_dir: Path, store: Any, hashes: Any, progre
             run, how = _train(unit, folder, shas, progress, experiment.name)
             saved = store.save(TRAIN, unit.name, unit.cell, key, inputs, run, run.seconds)
         lines.append(progress_line(run, how))
-        if progress:
-            sys.stderr.write(lines[-1] + "\n")
+        stage(lines[-1], progress)
         entries.append(_entry(unit, saved, how))
     return entries, {"lines": lines, "skipped": skipped, "seconds": round(time.perf_counter() - t0, 3)}
 

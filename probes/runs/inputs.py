@@ -109,7 +109,7 @@ def model_source(model: str | Path, settings: ExtractorSettings, revision: str |
     """
     from probes.extraction.loading import ResolvedModel
 
-    return ModelSource(ResolvedModel.of(model), settings, revision)
+    return ModelSource(ResolvedModel.of(model, revision), settings, revision)
 
 
 def load_extractor(model: str | Path, *, batch_size: int = 32, device: str | None = None, progress: bool = True,

@@ -50,6 +50,7 @@ from probes.heads.selection import (
     leaderboard_rows,
     table_correction,
 )
+from probes.progress import stage
 from probes.reports.inputs import inputs_lines
 from probes.reports.leaderboard import format_leaderboard, selection_record, write_leaderboard
 from probes.reports.writer import write_output
@@ -326,6 +327,7 @@ def leaderboard_from_pairs(
     world: World | None = None,
     sided: bool = False,
     interval_unit: str = "auto",
+    progress: bool = False,
 ) -> Leaderboard:
     """Score ``(sentence, attention)`` pairs, select heads, compute intervals, tests and near ties.
 
@@ -341,6 +343,7 @@ def leaderboard_from_pairs(
     (``amod (head left)``, ``amod (head right)``), heads and baselines alike, and roots are left out.
     ``interval_unit``: what intervals and tests resample (``auto``: documents when every reported sentence has a document id
     and there are at least 10, else sentences; ``documents``; ``sentences``), recorded in ``options.bootstrap``.
+    ``progress``: say on stderr when the passes are done and the intervals and tests start.
     """
     if not isinstance(analyses, (_CheckedNames, _CheckedAnalyses)):  # checked already by leaderboard()
         analyses = check_analyses(analyses)
@@ -351,6 +354,7 @@ def leaderboard_from_pairs(
     scored = _score(report_pairs, select_pairs, mode, report_name, select_name, poss_rule, analyses,
                     extraction if extraction is not None else {}, world, sided)  # the same dict: it fills while the passes run
     report, report_baselines, select, select_baselines = scored.heads
+    stage("scoring: intervals, tests and near ties of every relation", progress)
     t0 = time.perf_counter()
     groups = interval_units(report, interval_unit)
     rows = leaderboard_rows(report, report_baselines, select=select, select_baselines=select_baselines,
@@ -466,7 +470,8 @@ def leaderboard(
     world = World.current()  # under torchrun: this rank's block of each split, merged with the others'
     progress = progress and world.is_main
     request = _request(model, treebank, select_on, store, select_store, same=same, limit=limit, progress=progress,
-                       batch_size=batch_size, device=device, on_long=on_long, extraction=extraction)
+                       batch_size=batch_size, device=device, on_long=on_long, extraction=extraction,
+                       relations=relations)
     if preload_figures:  # matplotlib's import overlaps the model run instead of adding to the writing time
         from probes.reports.figures import preload
         threading.Thread(target=preload, name="probes-preload", daemon=True).start()
@@ -477,7 +482,8 @@ def leaderboard(
         record=_merge(run_record("probes.leaderboard", **inputs.record_fields(limit)).to_dict(),
                       RunRecord.of(record).to_dict()),
         relations=relations, mode=SAME if same else None, min_count=min_count, exclude=exclude, poss_rule=poss_rule,
-        analyses=analyses, extraction=inputs.extraction, world=world, sided=inputs.causal, interval_unit=interval_unit)
+        analyses=analyses, extraction=inputs.extraction, world=world, sided=inputs.causal, interval_unit=interval_unit,
+        progress=progress)
     final: dict[str, Any] = {"world": world_record(world, dict(inputs.blocks))}
     if inputs.extraction_report is not None:
         final["extraction_report"] = gather_report(inputs.extraction_report.as_dict(), world)
@@ -487,17 +493,18 @@ def leaderboard(
 def _request(model: str | Path | AttentionExtractor | None, treebank: str | Path | Sequence[Sentence] | None,
              select_on: str | Path | Sequence[Sentence] | None, store: Any, select_store: Any, *, same: bool,
              limit: int | None, progress: bool, batch_size: int, device: str | None, on_long: str,
-             extraction: ExtractionOptions | None) -> LeaderboardRequest:
+             extraction: ExtractionOptions | None, relations: Sequence[str] | None = None) -> LeaderboardRequest:
     """The request, checked once (the sources by :func:`_check_sources`): the treebank a model needs, the limit, the
     extractor options of a model loaded here (checked before the name is resolved, and the name before any data is
     read); an extractor or a store is taken as it is."""
     if model is None:
         check_run_options(limit=limit)
-        return LeaderboardRequest(FromStores(store, select_store), same=same, limit=limit, progress=progress)
+        return LeaderboardRequest(FromStores(store, select_store), same=same, limit=limit, progress=progress,
+                                  relations=tuple(relations or ()))
     if treebank is None:
         raise ConfigError("--treebank is required with --model (the data to report on)")
     check_run_options(limit=limit)
     source = model if not isinstance(model, (str, Path)) else model_source(model, check_extraction(
         extraction, batch_size=batch_size, device=device, on_long=on_long, progress=progress))
     return LeaderboardRequest(FromModel(source, treebank, select_on, batch_size, device), same=same, limit=limit,
-                              progress=progress)
+                              progress=progress, relations=tuple(relations or ()))

@@ -17,9 +17,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from probes.analysis.base import item_id
+from probes.corpora.overlap import DataOverlap, measure_overlap, refuse_overlap
 from probes.errors import ConfigError
+from probes.progress import stage
 from probes.runs.inputs import ModelSource, data_name, gather_report, open_attention_store, read_sentences, store_name
 from probes.runs.record import data_record, store_record
+from probes.runs.relation_names import check_relations
 from probes.world import World, block_record
 
 if TYPE_CHECKING:
@@ -69,18 +72,20 @@ class LeaderboardRequest:
         same: choose heads on the report data itself (Clark et al.'s selection).
         limit: sentences read of each split (None: all).
         progress: progress bars (on the main rank only).
+        relations: the relations asked for, checked against the report data's as soon as it is read.
     """
 
     attention: FromModel | FromStores
     same: bool = False
     limit: int | None = None
     progress: bool = False
+    relations: tuple[str, ...] = ()
 
     def inputs(self, world: World | None = None) -> LeaderboardInputs:
         """The pairs of each split, and what the record says of them (:func:`from_model`, :func:`from_stores`)."""
         if isinstance(self.attention, FromModel):
-            return from_model(self.attention, self.limit, world)
-        return from_stores(self.attention, self.progress, self.limit, world)
+            return from_model(self.attention, self.limit, world, relations=self.relations)
+        return from_stores(self.attention, self.progress, self.limit, world, relations=self.relations)
 
 
 @dataclass(frozen=True)
@@ -102,6 +107,7 @@ class LeaderboardInputs:
         model_path: the resolved model (None for an extractor given ready).
         timings: reading and model loading, in seconds.
         extraction_report: the extractor's report (None for stores).
+        overlap: what a separate selection split shares with the report data (None: no separate split).
     """
 
     report_pairs: Pairs
@@ -119,6 +125,7 @@ class LeaderboardInputs:
     model_path: str | None = None
     timings: Mapping[str, float] | None = None
     extraction_report: ExtractionReport | None = None
+    overlap: DataOverlap | None = None
 
     @property
     def causal(self) -> bool:
@@ -134,6 +141,8 @@ class LeaderboardInputs:
                       options={"batch_size": self.batch_size, "device": self.device, "limit": limit})
         if self.loaded:
             fields["timings"] = dict(self.timings or {})
+        if self.overlap is not None:
+            fields["overlap"] = self.overlap.to_dict()
         return fields
 
 
@@ -141,17 +150,20 @@ class LeaderboardInputs:
 _SAME_EXTRACTION = ("model", "weights_sha256", "layers", "heads", "from_pool", "dtype")
 
 
-def sentences_of(data: str | Path | Sequence[Sentence], what: str, limit: int | None = None
+def sentences_of(data: str | Path | Sequence[Sentence], what: str, limit: int | None = None, progress: bool = False
                  ) -> tuple[list[Sentence], dict[str, Any], str]:
-    """``(sentences, data record, name)`` of a treebank spec, or of sentences given as such (the first ``limit``)."""
+    """``(sentences, data record, name)`` of a treebank spec, or of sentences given as such (the first ``limit``);
+    ``progress``: say so on stderr before a treebank is read."""
     if isinstance(data, (str, Path)):
+        stage(f"reading treebank {data_name(data)}", progress)
         path, sentences = read_sentences(data, limit)
         return sentences, data_record(str(data), path, len(sentences)), data_name(data)
     sentences = list(data)[:limit]
     return sentences, {"sentences": len(sentences)}, f"{what} data"
 
 
-def from_model(request: FromModel, limit: int | None = None, world: World | None = None) -> LeaderboardInputs:
+def from_model(request: FromModel, limit: int | None = None, world: World | None = None,
+               relations: Sequence[str] = ()) -> LeaderboardInputs:
     """Run the request's model (one to load, or a ready extractor) on the first ``limit`` sentences of its treebanks.
 
     Every rank reads the whole treebanks (the record describes them whole) and runs the model on its own
@@ -160,8 +172,11 @@ def from_model(request: FromModel, limit: int | None = None, world: World | None
     world = world or World()
     source = request.model
     t_read = time.perf_counter()
-    report_sents, report_data, report_name = sentences_of(request.treebank, "report", limit)
-    select = sentences_of(request.select_on, "selection", limit) if request.select_on is not None else None
+    shown = source.settings.progress if isinstance(source, ModelSource) else source.progress  # the stage lines
+    report_sents, report_data, report_name = sentences_of(request.treebank, "report", limit, shown)
+    check_relations(relations, report_sents, report_name)  # before the model loads
+    select = sentences_of(request.select_on, "selection", limit, shown) if request.select_on is not None else None
+    overlap = held_out(select[0], report_sents, select[2], report_name, "--select-on") if select else None
     reading_s = time.perf_counter() - t_read
     t_load = time.perf_counter()
     if isinstance(source, ModelSource):
@@ -183,7 +198,8 @@ def from_model(request: FromModel, limit: int | None = None, world: World | None
                 for split, sents in (("select", select[0] if select else None), ("report", report_sents))
                 if sents is not None},
         extraction=extraction, loaded=True, model_path=model_path,
-        timings={"reading_s": reading_s, "model_load_s": model_load_s}, extraction_report=extractor.report)
+        timings={"reading_s": reading_s, "model_load_s": model_load_s}, extraction_report=extractor.report,
+        overlap=overlap)
 
 
 def _bar_label(name: str, separate: bool) -> str:
@@ -216,16 +232,14 @@ def store_pairs(store: Any, desc: str, progress: bool, limit: int | None, world:
                 block: dict[str, Any] | None = None) -> Pairs:
     """A store's pairs (its first ``limit``; in a distributed run this rank's contiguous block of them, by index),
     with a progress bar labelled ``desc``; ``block`` gets the block's range, count and first and last ids."""
-    import sys
-
-    from tqdm.auto import tqdm
+    from probes.progress import iterate
 
     total = len(store) if limit is None else min(len(store), limit)
     mine = (world or World()).shard(total)
     if block is not None:
         block.update(range=[mine.start, mine.stop], count=len(mine), first=None, last=None)
-    pairs = tqdm(itertools.islice(iter(store), mine.start, mine.stop), desc=desc, total=len(mine), unit="sent",
-                 file=sys.stderr, disable=not progress, dynamic_ncols=True, mininterval=0.5)
+    pairs = iterate(itertools.islice(iter(store), mine.start, mine.stop), desc, total=len(mine), unit="sent",
+                    progress=progress)
     for k, (sentence, attention) in enumerate(pairs):
         if block is not None:
             block["last"] = item_id(sentence, mine.start + k)
@@ -240,16 +254,23 @@ def store_extraction(store: Any) -> dict[str, Any]:
             "max_tokens": (getattr(store, "info", {}) or {}).get("max_tokens")}
 
 
-def from_stores(request: FromStores, progress: bool = False, limit: int | None = None, world: World | None = None
-                ) -> LeaderboardInputs:
+def from_stores(request: FromStores, progress: bool = False, limit: int | None = None, world: World | None = None,
+                relations: Sequence[str] = ()) -> LeaderboardInputs:
     """Read the request's attention stores (the first ``limit`` sentences of each; in a distributed run this rank's
     block of them, ``blocks``)."""
     report = request.store if hasattr(request.store, "info") else open_attention_store(request.store, "--store")
+    if relations:  # the stored sentences only, without their attention
+        check_relations(relations, itertools.islice(report.sentences(), limit), store_name(report))
     select = None
     if request.select_store is not None:
         select = (request.select_store if hasattr(request.select_store, "info")
                   else open_attention_store(request.select_store, "--select-store"))
         check_same_extraction(report.info, select.info)
+    overlap = None
+    if select is not None:  # the stored sentences only, without their attention
+        overlap = held_out(list(itertools.islice(select.sentences(), limit)),
+                           list(itertools.islice(report.sentences(), limit)), f"{Path(select.path).name} "
+                           f"({store_name(select)})", f"{Path(report.path).name} ({store_name(report)})", "--select-store")
     info = report.info
     blocks: dict[str, dict[str, Any]] = {"select": {}, "report": {}} if select is not None else {"report": {}}
     select_pairs = (store_pairs(select, f"selection split ({store_name(select)}, store)", progress, limit, world,
@@ -262,7 +283,15 @@ def from_stores(request: FromStores, progress: bool = False, limit: int | None =
         data={"report": store_record(report), **({"select": store_record(select)} if select else {})},
         batch_size=None, device=None, blocks=blocks,
         extraction={"report": store_extraction(report),
-                    **({"select": store_extraction(select)} if select is not None else {})})
+                    **({"select": store_extraction(select)} if select is not None else {})}, overlap=overlap)
+
+
+def held_out(select: Sequence[Sentence], report: Sequence[Sentence], select_name: str, report_name: str,
+             flag: str) -> DataOverlap:
+    """What the selection data share with the report data; ConfigError when they overlap (not held out)."""
+    overlap = measure_overlap(select, report)
+    refuse_overlap(overlap, select_name, report_name, flag=flag)
+    return overlap
 
 
 def check_same_extraction(report: Mapping[str, Any], select: Mapping[str, Any]) -> None:

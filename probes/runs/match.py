@@ -47,6 +47,7 @@ from probes.compare.matching import (
 )
 from probes.errors import ConfigError
 from probes.heads.intervals import resampling_units
+from probes.progress import stage
 from probes.reports.writer import write_output
 from probes.results import Result, require_pandas
 from probes.run_record import RunRecord
@@ -357,13 +358,14 @@ def match_models(
         batch_size, device, on_long, progress, extraction: for the extractors (as for the leaderboard).
         record: extra fields of the run record.
     """
-    from probes.runs.inputs import check_extraction, check_run_options, model_source, read_sentences
+    from probes.runs.inputs import check_extraction, check_run_options, data_name, model_source, read_sentences
 
     check_run_options(n_resamples=n_resamples, limit=limit)
     settings = check_extraction(extraction, batch_size=batch_size, device=device, on_long=on_long, progress=progress)
     if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 1:
         raise ConfigError(f"min_count must be a whole number >= 1 (--min-count), found {min_count!r}")
     t0 = time.perf_counter()
+    stage(f"reading treebank {data_name(treebank)}", progress)
     path, sentences = read_sentences(treebank, limit)
     if not sentences:
         raise ConfigError(f"{path}: no sentences to match heads on")
@@ -386,6 +388,7 @@ def match_models(
         raise ConfigError(f"{path}: no sentence was read whole by every model ({done.seen} read, "
                           f"{len(done.missing['all'])} skipped by a model, {len(done.partial)} truncated)")
     t0 = time.perf_counter()
+    stage(f"matching heads: distances, {n_resamples} resamples, profiles and roles", progress)
     matching, summary = _attention_matching(done, within_layers, n_resamples, specs.get("null"))
     profile, profile_self, profile_summary, columns, dropped = _profile_matching(done, within_layers, min_count)
     roles = profile_summary.pop("roles")

@@ -25,7 +25,7 @@ import numpy.typing as npt
 
 from probes.analysis.split import SPLIT_RULE
 from probes.corpora.types import Sentence
-from probes.errors import ConfigError
+from probes.errors import ConfigError, InputError
 from probes.extraction.attention import WordAttention
 from probes.heads.naming import INDEXING_NOTE
 from probes.heads.selection import SELECTION_MODES
@@ -405,6 +405,15 @@ def _facts(kinds: Sequence[str], first: SeedRun, n_eval: int, options: dict[str,
 
 
 # ---------------------------------------------------------------------------------- from a model and treebanks
+def _vectors_file(kinds: Sequence[str], vectors: str | Path | None) -> Any:
+    """The word vectors of a GloVe file given as ``vectors`` (None without one), read before the model loads."""
+    if vectors is None:
+        return None
+    if not Path(vectors).is_file():
+        raise InputError(f"{vectors}: no such file (--vectors: GloVe-format word vectors)")
+    return static_vectors(kinds, vectors, None)
+
+
 def probe(
     model: Any = None,
     train_data: str | Path | None = None,
@@ -466,10 +475,11 @@ def probe(
     fields: dict[str, Any] = {"command": "probes probe", "invocation": invocation(), "data": {},
                               "options": {"batch_size": batch_size, "max_train": max_train, "max_eval": max_eval}}
     source = model_source(model, settings) if isinstance(model, (str, Path)) else model  # resolved once
+    emb = _vectors_file(kinds, vectors)  # a file: read before the model loads
     extractor, streams, sentences = open_inputs(source, fields, splits=(
         ("train", train_data, train_store, max_train), ("eval", eval_data, eval_store, max_eval),
-        ("select", None if select_on == "same" else select_on, select_store, max_eval)))
-    emb = static_vectors(kinds, vectors, extractor)
+        ("select", None if select_on == "same" else select_on, select_store, max_eval)), progress=progress)
+    emb = emb if vectors is not None else static_vectors(kinds, vectors, extractor)
     ctl = None
     if control_kind is not None:
         ctl = make_control(control_kind, seed, sentences.get("train") or (s for s, _ in streams["train"]))

@@ -14,10 +14,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from probes.corpora.overlap import measure_overlap, refuse_overlap
 from probes.corpora.types import Sentence
 from probes.errors import ConfigError
 from probes.extraction.attention import WordAttention
 from probes.probing.embeddings import StaticVectors
+from probes.progress import stage
 from probes.runs.inputs import ModelSource, data_name, open_attention_store, read_sentences
 from probes.runs.record import data_record, inputs_record
 
@@ -88,29 +90,46 @@ class Limited:
 
 
 def open_inputs(model: ModelSource | AttentionExtractor | None, fields: dict[str, Any], *,
-                splits: Sequence[tuple[str, Any, Any, int | None]]
+                splits: Sequence[tuple[str, Any, Any, int | None]], progress: bool = False
                 ) -> tuple[Any, dict[str, Any], dict[str, list[Sentence]]]:
     """``(extractor, streams, sentences)``: the model (loaded from its source, or given ready; None without one) and
-    each split given (a treebank run through the model, or a store); ``fields`` gets the model, the data and the
-    load time."""
+    each split given (a treebank run through the model, or a store); ``fields`` gets the model, the data, the
+    overlap of a separate selection split with the evaluation data, and the load time.
+
+    Treebanks are read, and a selection split that is not held out from the evaluation data refused, before the
+    model loads. ``progress``: say on stderr what is read and loaded.
+    """
+    given = [(split, spec, store, limit) for split, spec, store, limit in splits
+             if not (split == "select" and spec is None and store is None)]
+    if any(split == "select" and store is None for split, _, store, _ in given) and model is None:
+        raise ConfigError("--select-on DATA runs the model: give --model, or --store-select")
+    read = {}
+    for split, spec, store, limit in given:
+        if store is None and spec is not None:
+            stage(f"reading treebank {data_name(spec)}", progress)
+            read[split] = read_sentences(str(spec), limit)
+    if "select" in read and "eval" in read:
+        specs = {split: spec for split, spec, _, _ in given}
+        overlap = measure_overlap(read["select"][1], read["eval"][1])
+        refuse_overlap(overlap, data_name(specs["select"]), data_name(specs["eval"]))
+        fields["overlap"] = overlap.to_dict()
     timings: dict[str, float] = {}
     extractor = None
     if model is not None:
         t0 = time.perf_counter()
+        if isinstance(model, ModelSource) and not model.settings.progress:  # else the loading says so itself
+            stage(f"loading model {model.model.spec}", progress)
         extractor = model.load() if isinstance(model, ModelSource) else model
         timings["model_load_s"] = time.perf_counter() - t0
         fields.update(model=model.model.spec if isinstance(model, ModelSource) else extractor.name_or_path,
                       extractor=extractor.info())
     streams: dict[str, Any] = {}
     sentences: dict[str, list[Sentence]] = {}
-    for split, spec, store, limit in splits:
-        if split == "select" and spec is None and store is None:
-            continue
-        if split == "select" and store is None and model is None:
-            raise ConfigError("--select-on DATA runs the model: give --model, or --store-select")
-        streams[split], fields["data"][split], read = _open_split(extractor, spec, store, limit, split)
-        if read is not None:
-            sentences[split] = read
+    for split, spec, store, limit in given:
+        streams[split], fields["data"][split], sents = _open_split(extractor, spec, store, limit, split,
+                                                                   read.get(split))
+        if sents is not None:
+            sentences[split] = sents
         else:
             fields.setdefault("model", fields["data"][split]["info"].get("model"))
     fields["timings_setup"] = timings
@@ -125,16 +144,17 @@ def check_sources(model: Any, train_data: Any, eval_data: Any, train_store: Any,
         raise ConfigError("give --model and --eval (run the model), or --store-eval (read stored attention)")
 
 
-def _open_split(extractor: Any, spec: str | Path | None, store: str | Path | None, limit: int | None, split: str
-                ) -> tuple[Any, dict[str, Any], list[Sentence] | None]:
-    """``(pairs, record, sentences)`` of one split: a stored one (sentences None) or a treebank run live."""
+def _open_split(extractor: Any, spec: str | Path | None, store: str | Path | None, limit: int | None, split: str,
+                read: tuple[Path, list[Sentence]] | None = None) -> tuple[Any, dict[str, Any], list[Sentence] | None]:
+    """``(pairs, record, sentences)`` of one split: a stored one (sentences None) or a treebank run live (``read``:
+    its file and sentences, when already read)."""
     if store is not None:
         st = open_attention_store(store, f"--store-{split}")
         return (Limited(st, limit, Path(store).name),
                 {"store": str(Path(store).resolve()), "info": dict(getattr(st, "info", {}) or {})}, None)
     if spec is None:
         raise ConfigError(f"the {split} split needs a treebank or a store (--{split} or --store-{split})")
-    path, sents = read_sentences(str(spec), limit)
+    path, sents = read if read is not None else read_sentences(str(spec), limit)
     return Stream(extractor, sents, data_name(spec)), data_record(str(spec), path, len(sents)), sents
 
 

@@ -147,23 +147,9 @@ def _remove_report(out: Path) -> None:
 
 def _draw(curves: TrainingCurves, path: Path) -> Path:
     """Held-out and training loss against tokens seen (log scale), the unigram baseline as a line."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from probes.reports.training import draw_loss
 
-    from probes.reports.figures import save_figure
-
-    fig = Figure(figsize=(6.0, 3.6))
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    x = [max(int(t), 1) for t in curves.tokens_seen]
-    ax.plot(x, curves.dev_loss, marker="o", label="held-out loss")
-    ax.plot(x[1:], curves.train_loss[1:], marker=".", alpha=0.6, label="training loss (that step)")
-    ax.axhline(curves.unigram_dev_loss, color="grey", linestyle="--", label="unigram baseline (held out)")
-    ax.set_xscale("log")
-    ax.set_xlabel("training tokens seen (step 0 drawn at 1)")
-    ax.set_ylabel(f"{curves.objective} loss (nats per token)")
-    ax.legend(fontsize=8)
-    return save_figure(fig, path, pad_inches=None, text_as_text=False)  # matplotlib's margin and fonts, as before
+    return draw_loss(curves, path)
 
 
 def _write_report(folder: OutputFolder, report: TrainReport) -> RunRecord:
@@ -184,6 +170,12 @@ def _write_report(folder: OutputFolder, report: TrainReport) -> RunRecord:
 
             for fmt in formats:
                 folder.add(draw_symmetry(report.symmetry, folder.path(f"figures/symmetry.{fmt}")))
+    from probes.reports.training import training_markdown  # the answers first: the loss against the baseline
+
+    shown = {"Held-out and training loss": "figures/loss.png"} if folder.figures else {}
+    if folder.figures and report.symmetry is not None:
+        shown["Distance between the heads of each layer"] = "figures/symmetry.png"
+    folder.text("report.md", training_markdown(report, shown))
     files = sorted(str(p.relative_to(folder.root)) for p in folder.listed()) + ["run.json"]
     return report.record.with_timings(writing_s=folder.seconds()).updated(files=files)
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -128,7 +127,8 @@ class Checkpointer(TrainerCallback):
 
 
 class Progress(TrainerCallback):
-    """A tqdm bar on stderr: steps done of the total, the last loss and training tokens per second."""
+    """A progress bar on stderr (:func:`probes.progress.bar`): steps done of the total, the last loss and training
+    tokens per second."""
 
     def __init__(self, tokens_per_step: int, enabled: bool = True) -> None:
         self.tokens_per_step = tokens_per_step
@@ -138,10 +138,9 @@ class Progress(TrainerCallback):
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.enabled and state.is_world_process_zero:
-            from tqdm.auto import tqdm
+            from probes.progress import bar
 
-            self.bar = tqdm(total=state.max_steps, initial=state.global_step, unit="step", desc="training",
-                            file=sys.stderr, dynamic_ncols=True)
+            self.bar = bar("training", total=state.max_steps, initial=state.global_step, unit="step")
         self._start = (state.global_step, time.perf_counter())
 
     def on_log(self, args: Any, state: Any, control: Any, logs: Mapping[str, Any] | None = None,
@@ -150,8 +149,8 @@ class Progress(TrainerCallback):
             return
         steps, seconds = state.global_step - self._start[0], time.perf_counter() - self._start[1]
         rate = steps * self.tokens_per_step / seconds if seconds > 0 else 0.0
-        self.bar.update(state.global_step - self.bar.n)
-        self.bar.set_postfix(loss=f"{float(logs['loss']):.3f}", tok_s=f"{rate:,.0f}", refresh=False)
+        self.bar.set_postfix_str(f"loss {float(logs['loss']):.3f}, {rate:,.0f} tokens/s", refresh=False)
+        self.bar.update(state.global_step - self.bar.n)  # shows the postfix just set
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.bar is not None:

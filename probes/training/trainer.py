@@ -40,6 +40,7 @@ import numpy.typing as npt
 
 from probes.errors import ConfigError
 from probes.extraction.trained_runs import list_checkpoints
+from probes.progress import stage
 from probes.training.allocator import keep_freed_memory
 from probes.training.checkpoints import write_checkpoint, writing
 from probes.training.config import TrainConfig
@@ -298,6 +299,7 @@ def train(config: TrainConfig, out: str | Path, *, progress: bool = True, resume
         if main:
             shutil.rmtree(out / RESUME_DIR, ignore_errors=True)  # stopped between its last step and this
         return TrainingRun(out, config, found, None, "already finished", 0.0, 0.0, previous, allocator)
+    stage(f"preparing the training data of {out} (tokenizer and blocks)", progress and main)
     data = _prepare(config, out, previous)
     check_memory(config, len(data.tokenizer))  # now with the tokenizer's own size
     if main:  # every rank builds the same tokenizer; rank 0 keeps it

@@ -166,5 +166,16 @@ def test_leaderboard_prints_timings_from_the_result_not_from_run_json(tiny_model
     monkeypatch.setattr(Leaderboard, "write", write_then_empty)
     printed = _invoke(["leaderboard", "--model", str(tiny_model), "--treebank", DEV, "--out", str(tmp_path / "run"),
                        "--min-count", "10", "--no-figures", "--no-progress", "--device", "cpu"]).output
-    line = next(line for line in printed.splitlines() if line.startswith("Timings: extraction "))
-    assert " s, scoring " in line and " s, writing " in line and "% of extraction)." in line
+    line = next(line for line in printed.splitlines() if line.startswith("Time: extraction "))
+    assert " s, scoring " in line and " s, writing " in line and line.endswith(" s.")
+    assert "%" not in line and "overhead" not in printed  # plain times, never a ratio to a near-zero time
+
+
+def test_the_times_read_as_plain_words() -> None:
+    from types import SimpleNamespace
+
+    from probes.cli.syntax import _timings
+
+    record = SimpleNamespace(extraction_s=0.0004, scoring_s=12.4, writing_s=None)
+    assert _timings(record, 150.2, "reading the store") == ("Time: reading the store under 0.1 s, scoring 12 s, "
+                                                             "writing 2 min 30 s.")

@@ -23,14 +23,16 @@ def tiny(fixtures_dir: Path) -> Path:
 def test_bad_candidate_set_is_one_error_line(tiny: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["coref", "--model", "unused", "--treebank", str(tiny), "--candidates", "nouns"])
     err = capsys.readouterr().err
-    assert code == 1
-    assert err.strip() == "error: candidates: expected one of all, earlier, mentions, found 'nouns'"
+    assert code == 2  # refused while parsing
+    assert err.strip() == ("error: Invalid value for --candidates: expected one of all, earlier, mentions, found "
+                           "'nouns' (see 'probes coref --help')")
 
 
 def test_bad_split_antecedents_option(tiny: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["coref", "--model", "unused", "--treebank", str(tiny), "--split-antecedents", "all"]) == 1
+    assert main(["coref", "--model", "unused", "--treebank", str(tiny), "--split-antecedents", "all"]) == 2
     assert capsys.readouterr().err.strip() == (
-        "error: split_antecedents: expected one of any-part, ignore, found 'all'")
+        "error: Invalid value for --split-antecedents: expected one of any-part, ignore, found 'all' (see 'probes "
+        "coref --help')")
 
 
 @pytest.mark.parametrize("command", ["coref", "bridging"])
@@ -41,8 +43,8 @@ def test_missing_corpus_is_one_error_line(command: str, capsys: pytest.CaptureFi
 
 
 def test_bad_direction_and_stride(tiny: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["bridging", "--model", "m", "--treebank", str(tiny), "--direction", "up"]) == 1
-    assert "direction: expected one of anaphor_to_antecedent, antecedent_to_anaphor" in capsys.readouterr().err
+    assert main(["bridging", "--model", "m", "--treebank", str(tiny), "--direction", "up"]) == 2
+    assert "--direction: expected one of anaphor_to_antecedent, antecedent_to_anaphor" in capsys.readouterr().err
     assert main(["coref", "--model", "m", "--treebank", str(tiny), "--stride", "0"]) == 2  # refused while parsing
     assert "'--stride': Input should be greater than or equal to 1" in capsys.readouterr().err
 
@@ -89,11 +91,21 @@ def test_coref_end_to_end(tiny: Path, minilm_path: Path, tmp_path: Path, capsys:
 
 
 @pytest.mark.slow
+def _held_out(tiny: Path, folder: Path) -> Path:
+    """A selection corpus held out from ``tiny``: tiny_gum_halves' third document (with a bridge), alone."""
+    halves = (tiny.parent / "tiny_gum_halves.conllu").read_text(encoding="utf-8")
+    extra = folder / "tiny_extra.conllu"
+    header = next(line for line in halves.splitlines() if line.startswith("# global.Entity"))
+    doc = halves[halves.index("# newdoc id = tiny_extra"):].split("\n", 1)
+    extra.write_text(f"{doc[0]}\n{header}\n{doc[1]}", encoding="utf-8")
+    return extra
+
+
 def test_bridging_end_to_end(tiny: Path, minilm_path: Path, tmp_path: Path,
                              capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "bridging"
     assert main(["bridging", "--model", str(minilm_path), "--treebank", str(tiny), "--out", str(out),
-                 "--select-on", str(tiny), "--no-progress", "--n-resamples", "50"]) == 0
+                 "--select-on", str(_held_out(tiny, tmp_path)), "--no-progress", "--n-resamples", "50"]) == 0
     capsys.readouterr()
     run = json.loads((out / "run.json").read_text())
     assert run["counts"]["scored"] == {"0": 0, "1": 1, "2": 0, "3-5": 0, "6+": 0}
@@ -145,7 +157,7 @@ def test_coreference_and_bridging_from_python(tiny: Path, minilm_path: Path, tmp
         assert first[name].read_bytes() == again[name].read_bytes(), name
     assert json.loads(first["run.json"].read_text())["files"][-1] == "run.json"
 
-    links = bridging(ex, tiny, select_on=tiny, n_resamples=50, progress=False)
+    links = bridging(ex, tiny, select_on=_held_out(tiny, tmp_path), n_resamples=50, progress=False)
     assert isinstance(BridgingRun.load(links.save(tmp_path / "bridging")), BridgingRun)
     assert links.tables()[0][0]["selected_on"] == "selection split" and "uniform mass" in links.format()
     assert (tmp_path / "bridging") in set(tmp_path.iterdir()) and not (tmp_path / "bridging_leaderboard.md").exists()

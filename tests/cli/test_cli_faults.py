@@ -33,7 +33,8 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 
 def _interrupt(args: list[str], cwd: Path) -> tuple[int, str]:
-    """Start ``python -m probes ARGS``, send SIGINT once its progress bar counts sentences; (exit code, stderr)."""
+    """Start ``python -m probes ARGS``, send SIGINT once its progress bar counts sentences (its plain first line,
+    ``LABEL: 0/N sentences``: stderr is a pipe); (exit code, stderr)."""
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     # Ctrl-C's default disposition in the child, as in a terminal: a test run launched in the background
     # without job control (`cmd &` in a script) ignores SIGINT, and an ignored signal stays ignored across exec.
@@ -43,7 +44,7 @@ def _interrupt(args: list[str], cwd: Path) -> tuple[int, str]:
     assert proc.stderr is not None
     os.set_blocking(proc.stderr.fileno(), False)
     seen, deadline = b"", time.monotonic() + 120
-    while b"sent/s" not in seen and proc.poll() is None and time.monotonic() < deadline:
+    while b" sentences\n" not in seen and proc.poll() is None and time.monotonic() < deadline:  # a bar started
         seen += proc.stderr.read() or b""
         time.sleep(0.05)
     assert proc.poll() is None, f"finished before it could be interrupted: {seen.decode(errors='replace')}"
@@ -124,7 +125,8 @@ def test_usage_errors_are_one_line_and_exit_2(args: list[str], expected: str,
 
 def test_debug_after_the_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`probes leaderboard --debug ...` works as `probes --debug leaderboard ...`: a traceback, not one line."""
-    args = ["--model", str(tmp_path / "missing"), "--treebank", "sample:dev", "--out", str(tmp_path / "o")]
+    args = ["--model", str(tmp_path / "missing"), "--treebank", "sample:dev", "--out", str(tmp_path / "o"),
+            "--no-progress"]  # no stage lines ("reading treebank ...") before the error line
     assert main(["leaderboard", *args]) == 1
     assert capsys.readouterr().err.startswith("error: model")
     for argv in (["--debug", "leaderboard", *args], ["leaderboard", *args, "--debug"]):

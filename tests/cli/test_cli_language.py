@@ -203,7 +203,7 @@ def test_probe_limit_is_the_default_of_both_split_limits(monkeypatch: pytest.Mon
 
     seen: dict[str, Any] = {}
 
-    def open_split(extractor: Any, spec: Any, store: Any, limit: Any, split: str) -> Any:
+    def open_split(extractor: Any, spec: Any, store: Any, limit: Any, split: str, read: Any = None) -> Any:
         seen[split] = limit
         if split == "eval":
             raise _Stop

@@ -112,5 +112,5 @@ def test_run_probes_returns_a_run_that_writes_only_when_asked_and_round_trips(tm
 
 
 def test_probe_rejects_unknown_control_task_before_any_work(capsys):
-    assert main(["probe", "--model", "m", "--train", "x", "--eval", "y", "--control-task", "bogus"]) == 1
-    assert "control: expected one of hewitt-liang, offset" in capsys.readouterr().err
+    assert main(["probe", "--model", "m", "--train", "x", "--eval", "y", "--control-task", "bogus"]) == 2
+    assert "--control-task: expected one of hewitt-liang, offset" in capsys.readouterr().err

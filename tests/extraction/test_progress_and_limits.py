@@ -37,16 +37,16 @@ def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def bars(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """Every tqdm bar the extractor makes (kept, to inspect labels, totals and counts)."""
+    """Every progress bar the extractor makes (kept, to inspect labels, totals and counts)."""
     made: list[Any] = []
-    real = extractor_module.tqdm
+    real = extractor_module.progress_bar
 
     def recording(*args: Any, **kwargs: Any) -> Any:
-        bar = real(*args, **{**kwargs, "disable": False})
+        bar = real(*args, **{**kwargs, "progress": True})
         made.append(bar)
         return bar
 
-    monkeypatch.setattr(extractor_module, "tqdm", recording)
+    monkeypatch.setattr(extractor_module, "progress_bar", recording)
     return made
 
 

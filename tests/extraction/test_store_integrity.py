@@ -114,12 +114,15 @@ def test_leaderboard_from_a_damaged_store_fails_naming_the_shard(store: Path, tm
     assert not (tmp_path / "out" / "run.json").exists()
 
 
-def test_select_store_is_checked(store: Path, clean: Path, tmp_path: Path,
+def test_select_store_is_checked(bert: Path, store: Path, tmp_path: Path,
                                  capsys: pytest.CaptureFixture[str]) -> None:
     from probes.cli import main
 
+    report = tmp_path / "report-store"  # other sentences: the selection store is held out from it
+    sentences = list(read_treebank(SAMPLE / "sample-test.conllu"))[:8]
+    extract_to_store(AttentionExtractor.from_pretrained(bert, progress=False), sentences, report, shard_size=8)
     flip(store / "shard-00000.npy")
-    code = main(["leaderboard", "--store", str(clean), "--select-store", str(store), "--out", str(tmp_path / "a"),
+    code = main(["leaderboard", "--store", str(report), "--select-store", str(store), "--out", str(tmp_path / "a"),
                  "--no-figures", "--min-count", "1", "--no-progress"])
     assert code == 1 and "shard-00000.npy" in capsys.readouterr().err
 

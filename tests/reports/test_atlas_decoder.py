@@ -157,7 +157,8 @@ def test_cli_head_type_sequences_zero_skips_them(tmp_path: Path) -> None:
     with open(out / "heads.csv", newline="", encoding="utf-8") as fh:
         header = next(csv.reader(fh))
     assert "previous_token_score" not in header and "head_types" not in header
-    assert "head types: not computed (--head-type-sequences 0)" in (out / "atlas.md").read_text()
+    assert "head types:" not in (out / "atlas.md").read_text()  # none asked for: no line about them
+    assert "- head types" not in done.output and "[n/a]" not in done.output
     assert not (out / "figures").exists() or not any((out / "figures").iterdir())
     bad = CliRunner().invoke(app, ["atlas", "--model", "x", "--treebank", "sample:dev", "--head-type-sequences", "-1"])
     assert bad.exit_code == 2

@@ -38,7 +38,7 @@ from probes.compare.types import (
 )
 from probes.errors import ConfigError
 from probes.reports.experiment.report import write_experiment_report
-from probes.reports.experiment.text import answers, fmt, verdict
+from probes.reports.experiment.text import answers, fmt, peaks, verdict
 from probes.reports.experiment.text import limits as limits_of
 
 PIL = pytest.importorskip("PIL.Image")
@@ -238,7 +238,7 @@ def test_table_cells_in_report_md_are_the_comparisons_fields(written: tuple[Comp
     special = _md_table(text, TABLES["specialisation"])
     assert [r["specialised [95% CI]"] for r in special] == [fmt(r.fraction, "fraction", r.low, r.high)
                                                             for r in comparison.specialisation]
-    assert special[0]["heads"] == "9 (38%)" and special[0]["per relation"] == "det 8, nsubj 1"
+    assert special[0]["heads"] == "9 of 24 (38%)" and special[0]["per relation"] == "det 8, nsubj 1"
     consistency = _md_table(text, TABLES["consistency"])
     assert [r["rho [95% CI]"] for r in consistency] == [fmt(r.rho, "value", r.low, r.high)
                                                        for r in comparison.consistency]
@@ -255,35 +255,46 @@ def _numbers(text: str) -> list[float]:
     return [float(x) for x in re.findall(r"-?\d+\.\d+", text)]
 
 
+def _answer(text: str, key: str) -> str:
+    """The short answer ``key`` (``Q1`` ..) in the opening section of report.md."""
+    answers = _section(text, "## Answers")
+    return next(p for p in answers.strip().split("\n\n") if p.startswith(f"{key}. "))
+
+
 def test_answer_sentences_carry_the_fields_numbers(written: tuple[Comparison, Path, dict[str, Path]]) -> None:
+    """Each short answer gives its verdict, how many of its tests are significant and the range of their
+    differences (the fields' numbers through fmt); every model's numbers are in the question's tables."""
     comparison, out, _ = written
     text = (out / "report.md").read_text(encoding="utf-8")
-    q1 = _section(text, "### Q1. " + "Do heads differ from one another more than at random initialisation?")
-    sentence = q1.strip().splitlines()[0]
-    assert sentence.startswith("Yes, heads differ more")  # all 8 q1 tests significant and positive
-    for row in comparison.spread:  # parse "model value [low, high]" back and compare with the fields
-        match = re.search(rf"{re.escape(row.model)} (-?\d+\.\d+) \[(-?\d+\.\d+), (-?\d+\.\d+)\]",
-                          sentence.split(f"on {row.data}, ", 1)[1])
-        assert match, row.model
-        np.testing.assert_allclose([float(g) for g in match.groups()], [row.value, row.low, row.high], atol=5e-4)
-    assert "8 of 8 significant at 0.05 after Holm over all 12 tests of the report" in sentence
-    q2 = _section(text, "### Q2. How many heads carry a syntactic relation, held out and corrected?")
-    assert q2.strip().startswith("The specialised fractions differ significantly for only some")  # 1 of 2
-    assert "minilm 38% [28%, 46%] (9 of 24 heads)" in q2
-    assert "minilm - random-0 specialised on ewt 33% [20%, 45%], Holm p 0.003" in q2
-    q4 = _section(text, "### Q4. Are the same heads chosen on two splits and on two corpora?")
-    assert ("minilm ewt:dev vs ewt:test: rho 0.812 [0.712, 0.862] (corrected for reliability 0.912 [0.812, 0.962], "
-            "reliabilities 0.810 and 0.790), same best head for 60% of 5 relations") in q4
-    assert "tiny ewt:dev vs ewt:test: rho 0.757" in q4 and "1 of 5 relations' corrected rho capped at ±1" in q4
-    assert ("minilm ewt:test vs gum:test: rho 0.610 [0.500, 0.700] (not corrected for reliability: no per-sentence "
-            "counts or no positive reliability)") in q4
-    table = _md_table(text, TABLES["consistency"])
-    assert table[0]["corrected rho [95% CI]"] == "0.912 [0.812, 0.962]" and table[1]["capped"] == "1"
-    assert table[0]["reliability first, second"] == "0.810, 0.790"
+    q1 = _answer(text, "Q1")
+    assert q1.startswith("Q1. Yes, heads differ more")  # all 8 q1 tests significant and positive
+    q1_tests = [t for t in comparison.tests if t.question == "q1"]
+    low, high = min(q1_tests, key=lambda t: t.value), max(q1_tests, key=lambda t: t.value)
+    assert (low.value, high.value) == (0.19, 0.19)  # every test alike
+    assert f"8 of 8 tests significant after Holm, differences all {fmt(low.value, 'value', low.low, low.high)}" in q1
+    assert "Cluster structure (best silhouette >= 0.25) in 8 of 8 model/data pairs" in q1  # every silhouette 0.31
+    q2 = _answer(text, "Q2")
+    assert q2.startswith("Q2. The specialised fractions differ significantly for only some")  # 1 of 2
+    assert "1 of 2 tests significant after Holm, differences 25% [-2%, 50%] to 33% [20%, 45%]" in q2
+    assert "Specialised heads in the trained models: 29% to 38%" in q2  # tiny 7/24, minilm 9/24
+    q4 = _answer(text, "Q4")
+    assert "1 of 1 tests significant after Holm, difference 0.689 [0.500, 0.800]" in q4
+    assert "Rho between the two sides in the trained models: 0.610 to 0.812" in q4
+    # the numbers behind the answers, in the questions' tables
     spread = _md_table(text, TABLES["spread"])
-    assert {r["structure (silhouette >= 0.25)"] for r in spread} == {"yes"}  # silhouette 0.31
-    assert "minilm 0.234 [0.224, 0.246] (3 clusters (best silhouette 0.310 >= 0.25))" in sentence
-    np.testing.assert_allclose(_numbers(q4.split("rho ", 1)[1])[:3], [0.8123, 0.7123, 0.8623], atol=5e-4)
+    for row in comparison.spread:
+        cells = next(r for r in spread if (r["model"], r["data"]) == (row.model, row.data))
+        assert cells["mean JS per row [95% CI]"] == fmt(row.value, "value", row.low, row.high)
+        assert cells["silhouette"] == fmt(row.silhouette) and cells["structure (silhouette >= 0.25)"] == "yes"
+    tests = _md_table(text, "Q1. Its tests (trained minus random-init)")
+    assert [(r["test"], r["difference [95% CI]"], r["Holm p"]) for r in tests] == [
+        (t.name, fmt(t.value, "value", t.low, t.high), fmt(t.p_adjusted, "p")) for t in q1_tests]
+    consistency = _md_table(text, TABLES["consistency"])
+    assert consistency[0]["corrected rho [95% CI]"] == "0.912 [0.812, 0.962]" and consistency[1]["capped"] == "1 of 5"
+    assert consistency[0]["reliability first, second"] == "0.810, 0.790"
+    redundancy = _md_table(text, TABLES["redundancy"])
+    assert redundancy[0]["loss range (full, every head ablated)"] == "1.746 to 2.208"
+    np.testing.assert_allclose(_numbers(consistency[0]["rho [95% CI]"]), [0.8123, 0.7123, 0.8623], atol=5e-4)
 
 
 def test_answers_follow_their_rules() -> None:
@@ -291,17 +302,28 @@ def test_answers_follow_their_rules() -> None:
     said = answers(comparison)
     # Q3: the trained models' rho-margin intervals [0.12, 0.55] lie above 0 -> specialised heads go last
     assert said["q3"].startswith("In the trained models specialised heads go last")
-    assert ("minilm on ewt (representation, tolerance 5% of the loss range from the full model 1.746 to every head "
-            "ablated 2.208): 40% removable by importance against 20% [10%, 30%] for 20 random orders, area 0.123 "
-            "against 0.346 [0.300, 0.400]") in said["q3"]
+    assert ("go last: the interval of rho between importance and the specialisation margin lies above 0 in 2 of 2 "
+            "model/objective pairs") in said["q3"]
+    assert "In importance order 40% of the heads can be removed within the tolerance, against random orders' " \
+           "medians of 20%." in said["q3"]
+    assert "0 of 1 tests significant after Holm, difference 20% [10%, 30%]" in said["q3"]
     mixed = replace(comparison, redundancy=tuple(replace(r, rho_margin_low=-0.1) if r.model == "tiny" else r
                                                  for r in comparison.redundancy))
     assert "go last in 1 of 2 model/objective pairs" in answers(mixed)["q3"]
     # Q5: plant a profile: minilm on ewt's specialised share peaks at layer 3 of 6 (0-based 2), depth 2/5
     layers = [replace(r, specialised=0.75 if r.layer == 2 else 0.25) if (r.model, r.data) == ("minilm", "ewt") else r
               for r in comparison.layers]
-    q5 = answers(replace(comparison, layers=tuple(layers)))["q5"]
-    assert "in minilm on ewt, specialised heads peak at depth 0.40 (layer 3 of 6, 75%)" in q5
+    planted = replace(comparison, layers=tuple(layers))
+    peak = next(p for p in peaks(planted) if (p["model"], p["data"], p["role"]) == ("minilm", "ewt",
+                                                                                     "specialised heads"))
+    assert (peak["layer"], peak["n_layers"], fmt(peak["depth"], "depth"), fmt(peak["share"], "fraction")) == (
+        2, 6, "0.40", "75%")
+    trained_depths = [p["depth"] for p in peaks(planted) if p["role"] == "specialised heads"
+                      and p["model"] in ("minilm", "tiny") and p["layer"] is not None]
+    q5 = answers(planted)["q5"]
+    assert q5.startswith("By relative depth (0 first layer, 1 last), over 4 model/data pairs: specialised heads are "
+                         f"most common at depth {fmt(min(trained_depths), 'depth')}")
+    assert q5.endswith("(descriptive, no test).")
     # verdicts by hand
     t = comparison.tests[0]
     assert verdict([]) == "untested"
@@ -316,8 +338,7 @@ def test_answers_follow_their_rules() -> None:
     assert answers(straddle)["q1"].startswith("Inconclusive: the difference in spread")
     # no cluster structure below a silhouette of 0.25
     flat = replace(comparison, spread=tuple(replace(r, silhouette=0.228, structure=False) for r in comparison.spread))
-    assert "minilm 0.234 [0.224, 0.246] (no substantial cluster structure (best silhouette 0.228 < 0.25))" \
-        in answers(flat)["q1"]
+    assert "Cluster structure (best silhouette >= 0.25) in 0 of 8 model/data pairs." in answers(flat)["q1"]
     empty = replace(comparison, spread=(), missing={"spread": "rerun the atlas with js_items=True"})
     assert answers(empty)["q1"] == "Not answered: rerun the atlas with js_items=True."
 
@@ -334,13 +355,13 @@ def test_answers_are_given_against_each_kind_of_twin(tmp_path: Path) -> None:
                   else replace(t, twins=matched) for t in comparison.tests)
     twins = replace(comparison, models=models, tests=tests)
     q1 = answers(twins)["q1"]
-    assert q1.startswith("Mean JS divergence per query row between distinct heads on ewt, minilm 0.234")
-    assert "Against default twins: Yes, heads differ more in the trained models" in q1
-    assert f"Against {matched}: Inconclusive: the difference in spread" in q1
-    assert "4 of 4 significant" in q1.split("Against default twins")[1].split("Against sharpness")[0]
-    q4 = answers(twins)["q4"]  # one kind only: the opening says against which
-    assert q4.startswith("The trained models choose the same heads more consistently than random-init ones "
-                         "(against default twins): ")
+    assert q1.startswith("Against default twins: yes, heads differ more in the trained models")
+    assert f"Against {matched}: inconclusive: the difference in spread" in q1
+    assert "4 of 4 tests significant" in q1.split("Against default twins")[1].split("Against sharpness")[0]
+    assert "0 of 4 tests significant" in q1.split("Against sharpness")[1]
+    q4 = answers(twins)["q4"]  # one kind only: the sentence says against which
+    assert q4.startswith("Against default twins: the trained models choose the same heads more consistently than "
+                         "random-init ones; ")
     write_experiment_report(_small(twins), _record(), tmp_path)
     text = (tmp_path / "report.md").read_text(encoding="utf-8")
     rows = _md_table(text, TABLES["tests"])
@@ -386,9 +407,8 @@ def test_every_table_has_a_footer_saying_selection_intervals_and_tests(
     comparison, out, _ = written
     text = (out / "report.md").read_text(encoding="utf-8")
     for table, title in TABLES.items():
-        footer = [line for line in _section(text, f"#### {title}").splitlines() if line.startswith("_")]
-        assert len(footer) == 1, table
-        assert "intervals:" in footer[0] and "tests:" in footer[0], table
+        notes = [line for line in _section(text, f"#### {title}").splitlines() if line.startswith("- ")]
+        assert any(n.startswith("- intervals:") for n in notes) and any(n.startswith("- tests:") for n in notes), table
     best = _section(text, "#### " + TABLES["best_heads"])
     assert f"{len(comparison.best_heads)} tests, one per row" in best
     assert "heads selected on ewt:dev, reported on ewt:test; gum:dev, reported on gum:test" in best
@@ -426,9 +446,12 @@ def test_report_layout_and_units(written: tuple[Comparison, Path, dict[str, Path
     _, out, _ = written
     text = (out / "report.md").read_text(encoding="utf-8")
     headings = re.findall(r"^## (.+)$", text, flags=re.M)
-    assert headings == ["Answers", "What this evidence cannot tell", "Cross-model comparison", "Units", "Not computed"]
-    assert text.startswith("# The seed question\n")
+    assert headings == ["Answers", "What ran", "Evidence per question", "What this evidence cannot tell",
+                        "Cross-model comparison", "Units", "Not computed"]
+    assert text.startswith("# The seed question\n\n## Answers\n")  # the answers first
     assert re.findall(r"^### (Q\d)\.", text, flags=re.M) == ["Q1", "Q2", "Q3", "Q4", "Q5"]
+    assert [p[:3] for p in _section(text, "## Answers").strip().split("\n\n")[:5]] == ["Q1.", "Q2.", "Q3.", "Q4.",
+                                                                                        "Q5."]
     limits = _section(text, "## What this evidence cannot tell")
     assert "- Silver annotation (spaCy) on the sample corpus." in limits and "- CPU only." in limits
     assert "random initialisation(s)" not in limits  # the comparison's notes describe the models
@@ -569,6 +592,6 @@ def test_an_empty_comparison_still_writes_a_report_that_says_why(tmp_path: Path)
     assert "Not computed: add a leaderboard or an atlas analysis" in _section(text, "#### " + TABLES["best_heads"])
     for table in TABLES:
         assert f"- {table}: " in _section(text, "## Not computed"), table
-    said = [line for line in text.splitlines() if line.startswith("Not answered: ")]
-    assert len(said) == 5 and "Not answered: no spread rows were computed." in said
+    said = [line for line in text.splitlines() if re.match(r"Q\d\. Not answered: ", line)]
+    assert len(said) == 5 and "Q1. Not answered: no spread rows were computed." in said
     assert "data:image/png" not in (tmp_path / "report.html").read_text(encoding="utf-8")

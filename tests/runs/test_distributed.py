@@ -129,7 +129,7 @@ def test_torchrun_leaderboard_equals_one_process(launch: Launch, tiny_bert: Path
     assert json.loads((a / "leaderboard.json").read_text())["rows"] == json.loads((b / "leaderboard.json").read_text())["rows"]
     two = launch.stdout["leaderboard"]
     assert two.count("Report:") == 1  # rank 0 alone prints ...
-    assert two.split("Timings:")[0] == printed.split("Timings:")[0]  # ... the same table and notes
+    assert two.split("Time:")[0] == printed.split("Time:")[0]  # ... the same table and notes
     run_a, run_b = (json.loads((d / "run.json").read_text()) for d in (a, b))
     for key in ("counts", "inputs", "halves", "selection", "significance", "extraction_report", "data"):
         assert run_a[key] == run_b[key], key

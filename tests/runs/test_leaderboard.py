@@ -149,8 +149,9 @@ def test_run_record_is_written_once_and_lists_every_file(tmp_path, monkeypatch):
     paths = leaderboard_from_pairs(_pairs(11), report_name="rep", min_count=1).write(tmp_path, figures=False)
     assert [p for p in written if p.name == "run.json"] == [tmp_path / "run.json"]
     run = json.loads(paths["run.json"].read_text())
-    assert run["files"] == sorted(str(p.relative_to(tmp_path)) for n, p in paths.items() if n != "run.json") + [
-        "run.json"]
+    saved = ["leaderboard/arrays.npz", "leaderboard/result.json"]  # the saved board: listed, not returned
+    assert run["files"] == sorted([*(str(p.relative_to(tmp_path)) for n, p in paths.items() if n != "run.json"),
+                                   *saved]) + ["run.json"]
     assert run["timings"]["overhead_fraction"] > 0 and "writing_s" in run["timings"]
 
 

@@ -29,23 +29,26 @@ import numpy.typing as npt
 from probes.analysis.patterns import PATTERNS  # Kovaleva's five classes, in the order of every pattern array
 from probes.errors import InputError
 from probes.extraction.families import continuation_marks, word_start_marks
-from probes.reports.figures import DPI, _new_figure, _wrap, save_figure
+from probes.reports.figures import DPI, PALETTE, _new_figure, _wrap, save_figure, series_styles
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["PATTERNS", "PATTERN_COLOURS", "TARGET_PANELS", "head_grid", "example_heads", "pool_to_words",
+__all__ = ["PATTERNS", "PATTERN_COLOURS", "PATTERN_STYLES", "TARGET_PANELS", "head_grid", "example_heads", "pool_to_words",
            "write_attention_targets", "write_entropy", "write_mds", "write_pattern_distribution",
            "write_sentence_heads"]
 
 #: One colour per pattern (colour-blind safe Okabe-Ito hues), grey for a head without one.
 PATTERN_COLOURS = {"vertical": "#0072B2", "diagonal": "#E69F00", "vertical+diagonal": "#009E73",
                    "block": "#CC79A7", "heterogeneous": "#999999", "unknown": "#DDDDDD"}
+#: Each pattern's style where patterns are points (its colour, and a marker of its own).
+PATTERN_STYLES = series_styles(PATTERN_COLOURS, colours=tuple(PATTERN_COLOURS.values()))
+#: The two lines of the entropy figure: every row, and the first special's row.
+_ENTROPY_STYLES = series_styles(("all rows", "first special"))
 #: Clark Fig. 2 panels: ``(column of heads, panel title)``, top row then bottom row.
 TARGET_PANELS = (("to_cls", "to the start special ([CLS], <s>)"), ("to_sep", "to the end special ([SEP], </s>)"),
                  ("to_punct", 'to "." and ","'), ("to_self", "to the current token"),
                  ("to_next", "to the next token"), ("to_prev", "to the previous token"))
-_LINE_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
 
 
 def _figure(width: float, height: float, *, left: float = 0.6, right: float = 0.2, top: float = 0.7,
@@ -79,8 +82,10 @@ def head_grid(heads: pd.DataFrame, column: str) -> npt.NDArray[np.float64]:
     return grid
 
 
-def _per_layer_dots(ax: Any, grid: npt.NDArray[np.float64], colour: str, label: str | None = None) -> None:
-    """One dot per head at its layer (spread a little sideways so they do not hide each other), and the layer mean."""
+def _per_layer_dots(ax: Any, grid: npt.NDArray[np.float64], colour: str, label: str | None = None,
+                    style: Any = None) -> None:
+    """One dot per head at its layer (spread a little sideways so they do not hide each other), and the layer mean
+    (as ``style``, a :class:`~probes.reports.figures.SeriesStyle`, when given)."""
     n_layers, n_heads = grid.shape
     spread = (np.arange(n_heads) - (n_heads - 1) / 2) / max(n_heads, 1) * 0.5
     x = np.arange(1, n_layers + 1)[:, None] + spread[None, :]
@@ -88,7 +93,8 @@ def _per_layer_dots(ax: Any, grid: npt.NDArray[np.float64], colour: str, label: 
     with np.errstate(all="ignore"):
         mean = np.nanmean(np.where(np.isfinite(grid), grid, np.nan), axis=1) if np.isfinite(grid).any() else None
     if mean is not None:
-        ax.plot(np.arange(1, n_layers + 1), mean, "-o", color=colour, markersize=3.5, linewidth=1.4, label=label)
+        line = style.line() if style is not None else {"color": colour, "linestyle": "-", "marker": "o"}
+        ax.plot(np.arange(1, n_layers + 1), mean, **line, markersize=3.5, linewidth=1.4, label=label)
     _layer_ticks(ax, n_layers)
     ax.tick_params(axis="y", labelsize=7)
 
@@ -116,7 +122,7 @@ def write_attention_targets(heads: pd.DataFrame, path: str | Path, *, title: str
         if not np.isfinite(grid).any():
             ax.text(0.5, 0.5, "empty: the model has no such token", ha="center", va="center", fontsize=8,
                     transform=ax.transAxes, color="0.4")
-        _per_layer_dots(ax, grid, "#1f77b4")
+        _per_layer_dots(ax, grid, PALETTE[0])
     for ax in axes[1]:
         ax.set_xlabel("layer (1-based)", fontsize=8)
     for ax in axes[:, 0]:
@@ -134,11 +140,12 @@ def write_entropy(heads: pd.DataFrame, uniform_entropy: float, path: str | Path,
     first = head_grid(heads, "entropy_first")
     fig = _figure(6.4, 4.2, top=0.55)
     ax = fig.subplots()
-    _per_layer_dots(ax, entropy, "#1f77b4", label="all rows: per head (dots), layer mean (line)")
+    rows, special = _ENTROPY_STYLES["all rows"], _ENTROPY_STYLES["first special"]
+    _per_layer_dots(ax, entropy, rows.color, label="all rows: per head (dots), layer mean (line)", style=rows)
     with np.errstate(all="ignore"):
         first_mean = np.nanmean(first, axis=1) if np.isfinite(first).any() else None
     if first_mean is not None:
-        ax.plot(np.arange(1, len(first_mean) + 1), first_mean, "--s", color="#d62728", markersize=3.5,
+        ax.plot(np.arange(1, len(first_mean) + 1), first_mean, **special.line(), markersize=3.5,
                 linewidth=1.2, label="row of the first special: layer mean")
     if np.isfinite(uniform_entropy):
         ax.axhline(uniform_entropy, color="0.3", linestyle=":", linewidth=1.2,
@@ -182,7 +189,8 @@ def write_mds(heads: pd.DataFrame, path: str | Path, *, title: str, label_heads:
     for name in (*PATTERNS, "unknown"):
         keep = np.array([p == name for p in patterns])
         if keep.any():
-            by_pattern.scatter(x[keep], y[keep], s=22, color=PATTERN_COLOURS[name], label=f"{name} ({keep.sum()})",
+            by_pattern.scatter(x[keep], y[keep], s=22, color=PATTERN_COLOURS[name], marker=PATTERN_STYLES[name].marker,
+                               label=f"{name} ({keep.sum()})",
                                edgecolors="white", linewidths=0.3)
     by_pattern.legend(fontsize=7, title="majority pattern", title_fontsize=7, loc="best")
     by_pattern.set_title("coloured by majority pattern", fontsize=9)
@@ -341,7 +349,7 @@ def write_sentence_heads(weights: npt.ArrayLike, labels: Sequence[str], chosen: 
                   right=0.9, top=0.75, bottom=margin + 0.25, wspace=0.35, hspace=0.12)
     axes = fig.subplots(2, len(chosen), squeeze=False, height_ratios=[lines_height, matrix_height])
     for k, (layer, head) in enumerate(chosen):
-        colour = _LINE_COLOURS[k % len(_LINE_COLOURS)]
+        colour = PALETTE[k % len(PALETTE)]
         _draw_lines(axes[0, k], maps[layer, head], labels, colour)
         axes[0, k].set_title(f"head {layer + 1}-{head + 1}", fontsize=9, color=colour)
         image = axes[1, k].imshow(maps[layer, head], cmap="Blues", vmin=0.0, vmax=1.0, interpolation="nearest")

@@ -9,9 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from probes.reports.atlas.summary import atlas_findings
 from probes.reports.atlas.table import ROLE_RULES
 from probes.reports.atlas.text import RULES, findings
-from probes.reports.escape import md_document, md_label, md_no_html, path_href
+from probes.reports.escape import md_document, md_label, md_no_html, md_text, path_href
+from probes.reports.prose import opening
 from probes.reports.tables import markdown_table, md_heading, write_csv
 from probes.reports.writer import OutputFolder
 from probes.run_record import RunRecord
@@ -76,9 +78,9 @@ def _notes(atlas: Any, table: Any = None) -> list[str]:
                      f"reported on {selection.reported_on})")
     if atlas.gradients is None:
         lines.append(f"gradient importance: {atlas.gradients_note}")
-    types = getattr(atlas, "head_types", None)
-    lines.append(f"head types: {types.rule}" if types is not None else
-                 f"head types: {getattr(atlas, 'head_types_note', '') or 'not computed'}")
+    types, why_not = getattr(atlas, "head_types", None), getattr(atlas, "head_types_note", "")
+    if types is not None or why_not:  # none asked for (--head-type-sequences 0): nothing to say
+        lines.append(f"head types: {types.rule if types is not None else why_not}")
     if is_decoder_atlas(atlas):
         lines.append("decoder: BOS (if the tokenizer adds one) is the start special and there is no end special; "
                      "entropy is measured on what each row sees (row i: i + 1 tokens; uniform reference "
@@ -103,14 +105,13 @@ def _markdown(rows: list[dict[str, Any]]) -> str:
 
 def atlas_markdown(atlas: Any, figures: dict[str, Path], out: Path, table: Any = None,
                    found: list[Any] | None = None) -> str:
-    """``atlas.md``: the findings beside Clark et al.'s, the figures, the notable heads and the rules (the whole
-    through :func:`~probes.reports.escape.md_document`)."""
+    """``atlas.md``: the findings in short, then beside Clark et al.'s, the figures, the notable heads and the rules
+    (the whole through :func:`~probes.reports.escape.md_document`)."""
     table = atlas.heads_table() if table is None else table
     found = findings(atlas) if found is None else found
-    parts = [f"# {md_heading(_title(atlas))}\n",
-             "Layers and heads are 1-based (`layer-head`). One row per head: `heads.csv`; "
-             "everything interactive: `atlas.html`.\n", "## Findings beside Clark et al. 2019 (BERT-base)\n",
-             _markdown([f.as_dict() for f in found]), ""]
+    said = [*atlas_findings(found, table), "One row per head: heads.csv; everything interactive: atlas.html."]
+    parts = [f"# {md_heading(_title(atlas))}\n", *opening(md_text(f) for f in said),
+             "## Findings beside Clark et al. 2019 (BERT-base)\n", _markdown([f.as_dict() for f in found]), ""]
     for caption, path in figures.items():
         parts.append(f"### {md_heading(caption)}\n\n![{md_label(caption)}]({path_href(path.relative_to(out))})\n")
     notable = table[(table["positional"] != 0) | table["rare_word"] | table["syntactic"]]

@@ -186,7 +186,9 @@ def findings(atlas: Any) -> list[Finding]:
                            "n/a"))
     else:
         out.append(_gradient_finding(atlas.gradients, decoder))
-    out.append(_head_type_finding(getattr(atlas, "head_types", None), getattr(atlas, "head_types_note", "")))
+    types, why_not = getattr(atlas, "head_types", None), getattr(atlas, "head_types_note", "")
+    if types is not None or why_not:  # none asked for (--head-type-sequences 0): no finding to report
+        out.append(_head_type_finding(types, why_not))
     return out
 
 
@@ -199,12 +201,12 @@ def _head_type_finding(types: Any, note: str) -> Finding:
     clark = ("not studied by Clark et al.; decoders are known for previous-token, duplicate-token and induction "
              "heads (TransformerLens' head detector; Olsson et al. 2022)")
     if types is None:
-        return Finding("head types", clark, note or "not computed", "n/a")
+        return Finding("head types", clark, note, "n/a")
     parts = []
     for name in types.types:
         found = types.found(name)
         listed = ", ".join(f"{head_name(a, b)} ({types.score(name)[types.layers.index(a), types.heads.index(b)]:.2f})"
-                           for a, b in found[:8]) or "-"
+                           for a, b in found[:8]) or "none"
         more = f" and {len(found) - 8} more" if len(found) > 8 else ""
         ceiling = float(types.ceiling[types.types.index(name)])
         parts.append(f"{_TYPE_LABELS.get(name, name)} heads: {listed}{more} (ideal {ceiling:.2f})")
@@ -232,6 +234,7 @@ def atlas_summary(atlas: Any) -> str:
     """A terminal summary: the findings, one paragraph each."""
     lines = [f"Head atlas of {atlas.record.model_name} on {(atlas.record.data or {}).get('name')} "
              "(layers and heads 1-based)."]
-    for f in findings(atlas):
-        lines.append(f"- {f.topic} [{f.holds}]: {f.here}  (Clark et al.: {f.clark})")
+    for f in findings(atlas):  # a verdict only where there is one ("n/a": a finding Clark et al. did not make)
+        verdict = "" if f.holds == "n/a" else f" [{f.holds}]"
+        lines.append(f"- {f.topic}{verdict}: {f.here}  (Clark et al.: {f.clark})")
     return "\n".join(lines) + "\n"

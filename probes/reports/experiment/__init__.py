@@ -1,1 +1,1 @@
-"""The experiment report: one-sentence answers by stated rules, cross-model figures, report.md and report.html."""
+"""The experiment report: short answers by stated rules, first, cross-model figures, report.md and report.html."""

@@ -13,8 +13,9 @@ suffix; matplotlib on its own Agg canvas, no pyplot, so nothing stays open):
 - :func:`write_consistency`: Q4, rho between the two sides with intervals;
 - :func:`write_layers`: Q5, per-layer pattern shares and role shares on relative depth, a small panel per model.
 
-Colours follow :func:`model_styles`: trained models in colour with solid lines, random-init models in grey
-with dashed lines and square markers. Relative depth is ``layer / (L - 1)`` (0 first layer, 1 last).
+Styles follow :func:`model_styles` (:func:`probes.reports.figures.series_styles`): every model its own colour,
+marker and line style, random-init models with hollow markers (hatched bars). Relative depth is
+``layer / (L - 1)`` (0 first layer, 1 last).
 """
 
 from __future__ import annotations
@@ -30,38 +31,29 @@ from probes.analysis.patterns import PATTERNS
 from probes.compare.inputs import depth
 from probes.reports.atlas.figures import PATTERN_COLOURS
 from probes.reports.experiment.text import fmt
+from probes.reports.figures import DPI, _new_figure, _wrap, save_figure, series_styles
 
 if TYPE_CHECKING:
     from matplotlib.artist import Artist
-    from matplotlib.typing import LineStyleType as LineStyle
-from probes.reports.figures import DPI, _new_figure, _wrap, save_figure
 
 __all__ = ["model_styles", "write_best_heads", "write_head_kinds", "write_spread", "write_fractions",
            "write_redundancy", "write_pruning", "write_consistency", "write_layers", "DPI"]
 
-_TRAINED = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
-_RANDOM = ("0.45", "0.65", "0.3", "0.55", "0.75")
-#: Each role line's (name, colour, matplotlib line style).
-_ROLES: tuple[tuple[str, str, LineStyle], ...] = (("specialised", "black", "-"), ("positional", "#D55E00", ":"), ("broad", "#7F3C8D", "--"))
+#: Bar hatches by dataset (the first plain), so one model's bars on two datasets differ.
+_DATA_HATCHES = ("", "..", "xx", "oo", "++")
+#: The role lines of the per-layer panels, over the pattern areas (their colours are none of the patterns').
+_ROLES = series_styles(("specialised", "positional", "broad"), colours=("#000000", "#D55E00", "#7F3C8D"))
 
 Styles = Mapping[str, Mapping[str, Any]]
 
 
 def model_styles(models: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Each model's ``color``, ``marker``, ``linestyle`` and ``fill`` (marker face): trained ones in colour,
-    random-init ones in grey, dashed, with hollow square markers."""
-    out: dict[str, dict[str, Any]] = {}
-    n_trained = n_random = 0
-    for name, info in models.items():
-        if info.get("kind") == "random-init":
-            colour = _RANDOM[n_random % len(_RANDOM)]
-            out[name] = {"color": colour, "marker": "s", "linestyle": "--", "fill": "white"}
-            n_random += 1
-        else:
-            colour = _TRAINED[n_trained % len(_TRAINED)]
-            out[name] = {"color": colour, "marker": "o", "linestyle": "-", "fill": colour}
-            n_trained += 1
-    return out
+    """Each model's ``color``, ``marker``, ``linestyle`` and ``fill`` (marker face), from
+    :func:`~probes.reports.figures.series_styles`: no two models alike in colour and marker (up to 7 models), nor in
+    the three together; random-init models with hollow markers."""
+    randoms = [name for name, info in models.items() if info.get("kind") == "random-init"]
+    return {name: {"color": s.color, "marker": s.marker, "linestyle": s.linestyle, "fill": s.fill}
+            for name, s in series_styles(models, hollow=randoms).items()}
 
 
 def _style(styles: Styles, model: str) -> Mapping[str, Any]:
@@ -100,15 +92,18 @@ def _points(ax: Any, rows: Sequence[Any], values: Sequence[float], low: Sequence
     ax.tick_params(axis="x", labelsize=7)
 
 
-def _legend(fig: Any, styles: Styles, models: Sequence[str], extra: Sequence[tuple[Any, str]] = ()) -> None:
-    """A legend under the figure: one entry per model (its marker and line), then ``extra`` handles."""
+def _handle(styles: Styles, model: str) -> Any:
+    """A legend entry of ``model``: a line in its colour and line style, with its marker."""
     from matplotlib.lines import Line2D
 
-    handles = []
-    for model in models:
-        style = _style(styles, model)
-        handles.append(Line2D([], [], color=style["color"], marker=style["marker"], markerfacecolor=style["fill"],
-                              linestyle=style["linestyle"]))
+    style = _style(styles, model)
+    return Line2D([], [], color=style["color"], marker=style["marker"], markerfacecolor=style["fill"],
+                  linestyle=style["linestyle"])
+
+
+def _legend(fig: Any, styles: Styles, models: Sequence[str], extra: Sequence[tuple[Any, str]] = ()) -> None:
+    """A legend under the figure: one entry per model (its marker and line), then ``extra`` handles."""
+    handles = [_handle(styles, model) for model in models]
     labels = list(models)
     for handle, label in extra:
         handles.append(handle)
@@ -159,9 +154,12 @@ def write_best_heads(rows: Sequence[Any], path: str | Path, *, styles: Styles, t
 
 
 def write_head_kinds(rows: Sequence[Any], path: str | Path, *, styles: Styles, title: str) -> Path:
-    """Grouped bars: per kind (specialised, positional, broad), each model's share of its heads, the count on top."""
+    """Grouped bars: per kind (specialised, positional, broad), each model's share of its heads, the count on top.
+    Bars are in the model's colour, hatched by dataset (dots, crosses ...) and, for a random-init model, with
+    slashes too, so no two bars of the legend look alike."""
     kinds = ("specialised", "positional", "broad")
     several = _several(rows)
+    datas = list(dict.fromkeys(r.data for r in rows))
     n = max(len(rows), 1)
     width = 0.8 / n
     fig = _new_figure((max(5.0, 2.0 + 0.35 * n * len(kinds)), 3.8), dpi=DPI, layout="constrained")
@@ -171,8 +169,9 @@ def write_head_kinds(rows: Sequence[Any], path: str | Path, *, styles: Styles, t
         counts = np.array([getattr(row, k) for k in kinds], dtype=float)
         shares = counts / max(row.n_heads, 1)
         x = np.arange(len(kinds)) + (j - (n - 1) / 2) * width
+        hatch = _DATA_HATCHES[datas.index(row.data) % len(_DATA_HATCHES)] + ("//" if style["fill"] == "white" else "")
         bars = ax.bar(x, 100 * shares, width=width, color=style["color"], edgecolor="0.2", linewidth=0.5,
-                      hatch="//" if style["linestyle"] == "--" else None, label=_label(row, several))
+                      hatch=hatch or None, label=_label(row, several))
         for bar, count in zip(bars, counts):
             ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height(), f"{int(count)}", ha="center",
                     va="bottom", fontsize=6)
@@ -186,15 +185,21 @@ def write_head_kinds(rows: Sequence[Any], path: str | Path, *, styles: Styles, t
 
 
 def _histogram_panel(ax: Any, histograms: Sequence[Any], styles: Styles, data: str) -> None:
-    """One dataset's head-to-head distance distributions, one density line per model on shared edges."""
+    """One dataset's head-to-head distance distributions, one density line per model on shared edges (the model's
+    marker on a few bin centres, so lines that cross stay told apart)."""
     for h in histograms:
         style = _style(styles, h.model)
         edges, counts = np.asarray(h.edges, dtype=float), np.asarray(h.counts, dtype=float)
         total = counts.sum() * np.diff(edges)
         density = np.divide(counts, total, out=np.zeros_like(counts), where=total > 0)
-        ax.stairs(density, edges, color=style["color"], linestyle=style["linestyle"], linewidth=1.4, label=h.model)
+        ax.stairs(density, edges, color=style["color"], linestyle=style["linestyle"], linewidth=1.4)
+        centres = (edges[:-1] + edges[1:]) / 2
+        filled = np.flatnonzero(density > 0)  # markers only on the line itself, not along the axis
+        keep = filled[:: max(1, len(filled) // 5)]
+        ax.plot(centres[keep], density[keep], linestyle="none", marker=style["marker"], color=style["color"],
+                markerfacecolor=style["fill"], markersize=4)
     if histograms:
-        ax.legend(fontsize=7)
+        ax.legend([_handle(styles, h.model) for h in histograms], [h.model for h in histograms], fontsize=7)
     else:
         ax.text(0.5, 0.5, "no per-pair distances kept", ha="center", va="center", transform=ax.transAxes, fontsize=8)
     ax.set_title(f"distances on {data}" if data else "distances", fontsize=9)
@@ -252,7 +257,7 @@ def write_redundancy(rows: Sequence[Any], path: str | Path, *, styles: Styles, t
     rem_ax, rho_ax = fig.subplots(1, 2, sharey=True)
     y = np.arange(len(rows))[::-1]
     others = list(dict.fromkeys(k for r in rows for k in r.removable if k != "importance"))
-    markers = ("^", "v", "D", "P", "X")
+    markers = ("x", "+", "1", "2", "3")  # thin markers: none of a model's (probes.reports.figures.MARKERS)
     for k, row in enumerate(rows):
         style = _style(styles, row.model)
         rem_ax.plot([100 * row.random_low, 100 * row.random_high], [y[k], y[k]], color="0.7", linewidth=5,
@@ -355,9 +360,8 @@ def _layer_panel(ax: Any, rows: Sequence[Any]) -> None:
     shares = np.array([[r.patterns.get(p, 0.0) for r in rows] for p in names], dtype=float).reshape(len(names), -1)
     if names:
         ax.stackplot(depths, np.nan_to_num(shares), colors=[PATTERN_COLOURS.get(p, "0.8") for p in names], alpha=0.55)
-    for key, colour, linestyle in _ROLES:
-        ax.plot(depths, [getattr(r, key) for r in rows], color=colour, linestyle=linestyle, marker="o", markersize=2.5,
-                linewidth=1.3)
+    for key, style in _ROLES.items():
+        ax.plot(depths, [getattr(r, key) for r in rows], **style.line(), markersize=2.5, linewidth=1.3)
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
     ax.grid(alpha=0.25)
@@ -390,7 +394,7 @@ def write_layers(rows: Sequence[Any], path: str | Path, *, title: str) -> Path:
                 ax.set_ylabel("share of the layer's heads", fontsize=7)
     names = [p for p in PATTERNS if any(p in r.patterns for r in rows)]
     handles: list[tuple[Artist, str]] = [(Patch(color=PATTERN_COLOURS.get(p, "0.8"), alpha=0.55), p) for p in names]
-    handles += [(Line2D([], [], color=c, linestyle=s), f"{k} heads") for k, c, s in _ROLES]
+    handles += [(Line2D([], [], **s.line()), f"{k} heads") for k, s in _ROLES.items()]
     fig.legend([h for h, _ in handles], [t for _, t in handles], loc="outside lower center",
                ncol=min(4, len(handles)), fontsize=7)
     fig.suptitle(_wrap(title, fig.get_figwidth(), 9), fontsize=9)

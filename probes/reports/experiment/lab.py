@@ -1,6 +1,6 @@
-"""The training lab's section of the experiment report: ``## Training lab`` with one answer per lab question
-(a)-(d) (a sentence with its numbers, the rule it follows, what the evidence cannot tell), its figures and tables,
-and ``tables/lab_*.csv``.
+"""The training lab's section of the experiment report: a short answer per lab question (a)-(d) with its numbers
+(the report opens with them), and ``## Training lab`` with, per question, the rule it follows, what the evidence
+cannot tell, its figures and tables; and ``tables/lab_*.csv``.
 
 Everything comes from ``comparison.lab`` (:class:`~probes.compare.lab_types.LabTables`); numbers go through
 :func:`probes.reports.experiment.text.fmt`, except distances between heads, printed with 3 significant digits
@@ -21,6 +21,7 @@ from typing import Any
 from probes.compare.lab_types import LAB_TABLES, NOT_WITHIN, LabTables
 from probes.heads.naming import INDEXING_NOTE
 from probes.reports.experiment.text import fmt
+from probes.reports.prose import clauses
 
 __all__ = ["lab_blocks", "draw_lab", "write_lab_csv", "lab_answers", "lab_table", "sig", "LAB_QUESTIONS", "LAB_LIMITS"]
 
@@ -143,14 +144,16 @@ def _columns(table: str) -> list[tuple[str, Callable[[Any], tuple[str, Any]]]]:
     return columns[table]
 
 
-def _footer(table: str, lab: LabTables) -> str:
-    """Where heads were selected, how intervals were made, how many tests; the indexing."""
+def _footer(table: str, lab: LabTables) -> tuple[str, ...]:
+    """The notes under a lab table: where heads were selected, how intervals were made, how many tests, the rule,
+    the indexing."""
     where = {"capacity": "heads' relations chosen on the selection half of the atlas data and tested on the other "
                          "half", "formation": "as in the capacity table, at each checkpoint model",
              "division": "heads matched one-to-one within layers, on the same held-out sentences for every distance"}
     parts = [where.get(table, "no heads selected (every head of every layer)"), f"intervals: {_INTERVALS[table]}",
-             f"tests: {_TESTS.get(table, 'none')}", f"rule: {lab.rules.get(table, '-')}", INDEXING_NOTE]
-    return "; ".join(p for p in parts if p) + "."
+             f"tests: {_TESTS.get(table, 'none')}", *(f"rule: {r}" for r in clauses(lab.rules.get(table, '-'))),
+             INDEXING_NOTE]
+    return tuple(p for p in parts if p)
 
 
 def lab_table(table: str, lab: LabTables, table_type: type) -> Any:
@@ -161,61 +164,80 @@ def lab_table(table: str, lab: LabTables, table_type: type) -> Any:
     empty = "" if rows else lab.missing.get(table, "no rows were computed (no reason recorded)")
     return table_type(f"lab_{table}", LAB_TABLES[table], tuple(h for h, _ in columns),
                       tuple(tuple(t for t, _ in p) for p in pairs), tuple(tuple(s for _, s in p) for p in pairs),
-                      _footer(table, lab) if rows else "", empty)
+                      _footer(table, lab) if rows else (), empty)
 
 
 def _answer_a(lab: LabTables) -> str:
-    parts = []
-    for v in lab.verdicts:
-        parts.append(f"in {v.cell} (attention dropout {fmt(v.attention_dropout)}) identical heads "
-                     f"{'stay identical' if v.stays_identical else 'come apart'} (largest distance: parameters "
-                     f"{v.max_param:.3g}, attention {v.max_attention:.3g}, over {v.n_checkpoints} checkpoints x "
-                     f"{v.n_seeds} seeds; {'as' if v.stays_identical == v.expected else 'against what'} the reason "
-                     "predicts)")
-    for g in lab.growth:
-        parts.append(f"in {g.cell} layer {g.layer + 1} the attention distance grows {g.rate:.3g} per step in log "
-                     f"(range {g.low:.3g} to {g.high:.3g}; doubling every {fmt(g.doubling, 'seconds')} steps)")
-    return ("(a) " + "; ".join(parts) + ".") if parts else "(a) Not answered: " + \
-        lab.missing.get("verdicts", "no identical or identical+noise cell") + "."
+    """(a) in short: per cell whether identical heads stay identical (largest attention distance), and how fast
+    near-identical heads come apart."""
+    parts = [f"{v.cell}: heads that start identical {'stay identical' if v.stays_identical else 'come apart'} "
+             f"(largest attention distance {v.max_attention:.3g} over {v.n_checkpoints} checkpoints x {v.n_seeds} "
+             f"seeds, {'as' if v.stays_identical == v.expected else 'against what'} the reason predicts)"
+             for v in lab.verdicts]
+    growth = [f"every {fmt(g.doubling, 'seconds')} steps in {g.cell} layer {g.layer + 1}" for g in lab.growth]
+    if not parts and not growth:
+        return "(a) Not answered: " + lab.missing.get("verdicts", "no identical or identical+noise cell") + "."
+    text = "(a) " + ("; ".join(parts) + "." if parts else "")
+    return text + (f" The attention distance between nearly identical heads doubles {', '.join(growth)}."
+                   if growth else "")
 
 
 def _answer_b(lab: LabTables) -> str:
+    """(b) in short: each cell's verdict, with D_match against D_null where it is decided."""
     if not lab.division:
         return "(b) Not answered: " + lab.missing.get("division", "no match units") + "."
-    return "(b) " + "; ".join(f"{d.cell}: {d.verdict} (D_within {sig(d.d_within)}, D_match "
-                              f"{sig(d.d_match, d.d_match_low, d.d_match_high)}, D_null "
-                              f"{sig(d.d_null, d.d_null_low, d.d_null_high)}, identity share "
-                              f"{fmt(d.identity_share, 'fraction')} against chance {fmt(d.chance, 'fraction')})"
-                              for d in lab.division) + "."
+
+    def one(d: Any) -> str:
+        if d.verdict == "inconclusive":
+            return f"{d.cell}: {d.verdict}"
+        return (f"{d.cell}: {d.verdict} (D_match {sig(d.d_match, d.d_match_low, d.d_match_high)} against D_null "
+                f"{sig(d.d_null, d.d_null_low, d.d_null_high)})")
+    return "(b) " + "; ".join(one(d) for d in lab.division) + " (intervals compared, no p-values)."
 
 
 def _answer_c(lab: LabTables) -> str:
+    """(c) in short: held-out loss and heads carrying a relation against the number of heads."""
     if not lab.capacity:
         return "(c) Not answered: " + lab.missing.get("capacity", "no capacity cells") + "."
-    return "(c) " + "; ".join(f"{c.heads} head{'s' if c.heads != 1 else ''}: held-out loss {fmt(c.loss)} "
-                              f"[{fmt(c.loss_low)}, {fmt(c.loss_high)}], {fmt(c.specialised, 'count')} of "
-                              f"{c.n_heads} heads carry a relation, {fmt(c.prev_next, 'count')} are previous/next-token "
-                              "heads" for c in lab.capacity) + " (means over seeds)."
+    rows = lab.capacity
+    heads = " / ".join(str(c.heads) for c in rows)
+    return (f"(c) With {heads} heads per layer the held-out loss is {' / '.join(fmt(c.loss) for c in rows)} nats, and "
+            f"{' / '.join(fmt(c.specialised, 'count') for c in rows)} of {' / '.join(str(c.n_heads) for c in rows)} "
+            "heads carry a relation (means over seeds; held out, Holm over each model's heads).")
+
+
+def _steps_by_cell(rows: Sequence[Any], name: str) -> str:
+    """Cells grouped by their steps of ``name`` (one per seed, ``/``-joined when the seeds differ):
+    ``64 (independent, heads-2), 128 (noise)``."""
+    by_cell: dict[str, list[Any]] = {}
+    for row in rows:
+        by_cell.setdefault(row.cell, []).append(row)
+    groups: dict[str, list[str]] = {}
+    for cell, mine in by_cell.items():
+        steps = list(dict.fromkeys(_step(getattr(r, name), r.last_step)[0] for r in mine))
+        groups.setdefault("/".join(steps), []).append(cell)
+    def at(steps: str) -> str:
+        return f"at step {steps}" if steps[:1].isdigit() else steps
+
+    if len(groups) == 1:
+        return f"{at(next(iter(groups)))} in every cell"
+    ordered = sorted(groups, key=lambda g: (not g.isdigit(), int(g) if g.isdigit() else 0))  # numbers first
+    return ", ".join(f"{at(steps)} ({', '.join(groups[steps])})" for steps in ordered)
 
 
 def _answer_d(lab: LabTables) -> str:
+    """(d) in short: the step heads come apart, and the first relation and previous/next-token heads, by cell."""
     if not lab.formation:
         return "(d) Not answered: " + lab.missing.get("formation", "no checkpoints") + "."
-    by_cell: dict[str, list[Any]] = {}
-    for row in lab.formation:
-        by_cell.setdefault(row.cell, []).append(row)
-
-    def steps(rows: Sequence[Any], name: str) -> str:
-        return "/".join(_step(getattr(r, name), r.last_step)[0] for r in rows)
-
-    return "(d) " + "; ".join(f"{cell} (seeds {'/'.join(str(r.seed) for r in rows)}): heads apart at step "
-                              f"{steps(rows, 'apart_step')}, first previous/next-token head at "
-                              f"{steps(rows, 'positional_step')}, first relation head at {steps(rows, 'relation_step')}"
-                              for cell, rows in by_cell.items()) + "."
+    rows = lab.formation
+    return (f"(d) Heads come apart {_steps_by_cell(rows, 'apart_step')}. The first relation head appears "
+            f"{_steps_by_cell(rows, 'relation_step')}; the first previous/next-token head "
+            f"{_steps_by_cell(rows, 'positional_step')} (one step per seed, a/b/c, where the seeds differ).")
 
 
 def lab_answers(lab: LabTables) -> dict[str, str]:
-    """One sentence per lab question, with its numbers (layers 1-based)."""
+    """The lab's short answers, one per question, each with its numbers (layers 1-based; every number is in the
+    question's tables)."""
     return {"a": _answer_a(lab), "b": _answer_b(lab), "c": _answer_c(lab), "d": _answer_d(lab)}
 
 
@@ -226,19 +248,20 @@ _RULE_OF = {"a": "verdicts", "b": "division", "c": "capacity", "d": "formation"}
 
 
 def lab_blocks(comparison: Any, figures: Mapping[str, tuple[str, Path]], table_type: type) -> list[tuple[str, Any]]:
-    """``## Training lab``: per question its sentence, rule, limits, figures and tables (nothing without a lab)."""
+    """``## Training lab``: per question how its answer is decided, what the evidence cannot tell, its figures and
+    tables (its answer in short opens the report; nothing without a lab)."""
     lab = getattr(comparison, "lab", None)
     if lab is None:
         return []
-    said = lab_answers(lab)
     blocks: list[tuple[str, Any]] = [("h2", "Training lab"), (
-        "p", f"Models trained from scratch under controlled initialisation, cells of seeds. {INDEXING_NOTE}. "
-             f"Intervals over seeds are ranges: {lab.interval}.")]
+        "p", "Models trained from scratch under controlled initialisation, cells of seeds; each question's answer "
+             f"opens the report. Intervals over seeds are ranges: {lab.interval}.")]
     for key, question in LAB_QUESTIONS.items():
         tables, stems = _PARTS[key]
-        extra = f" Growth: {lab.rules.get('growth', '-')}." if key == "a" else ""
-        blocks += [("h3", f"({key}) {question}"), ("p", said[key]),
-                   ("p", f"Rule: {lab.rules.get(_RULE_OF[key], '-')}.{extra}"),
+        rules = clauses(lab.rules.get(_RULE_OF[key], "-"))
+        if key == "a":
+            rules += [f"growth: {rule}" for rule in clauses(lab.rules.get("growth", "-"))]
+        blocks += [("h3", f"({key}) {question}"), ("p", "How the answer is decided:"), ("list", rules),
                    ("p", f"What the evidence cannot tell: {LAB_LIMITS[key]}.")]
         blocks += [("figure", figures[s]) for s in stems if s in figures]
         blocks += [("table", lab_table(t, lab, table_type)) for t in tables]

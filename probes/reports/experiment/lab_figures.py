@@ -16,20 +16,18 @@ from typing import Any
 
 import numpy as np
 
-from probes.reports.figures import DPI, _new_figure, _wrap, save_figure
+from probes.reports.figures import DPI, SeriesStyle, _new_figure, _wrap, save_figure, series_styles
 
-__all__ = ["write_lab_symmetry", "write_lab_loss", "write_lab_capacity", "write_lab_division", "CELL_COLOURS"]
-
-#: One colour per cell, in the lab's order (colour-blind safe, as the comparison's trained models).
-CELL_COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "0.5")
+__all__ = ["write_lab_symmetry", "write_lab_loss", "write_lab_capacity", "write_lab_division"]
 #: Distances below this are drawn on a linear scale (0 exactly at the bottom), above it on a log scale.
 SYMLOG_FLOOR = 1e-6
 #: Where step 0 is drawn on a log axis.
 STEP_ZERO_AT = 0.5
 
 
-def _colours(names: Sequence[str]) -> dict[str, str]:
-    return {name: CELL_COLOURS[k % len(CELL_COLOURS)] for k, name in enumerate(dict.fromkeys(names))}
+def _styles(names: Sequence[str]) -> dict[str, SeriesStyle]:
+    """One style per cell, in the lab's order (:func:`~probes.reports.figures.series_styles`)."""
+    return series_styles(names)
 
 
 def _bars(values: Sequence[float], low: Sequence[float], high: Sequence[float]) -> np.ndarray:
@@ -43,21 +41,22 @@ def write_lab_symmetry(rows: Sequence[Any], path: str | Path, *, title: str) -> 
     from matplotlib.ticker import NullFormatter, SymmetricalLogLocator
 
     layers = sorted({r.layer for r in rows})
-    colours = _colours([r.cell for r in rows])
+    styles = _styles([r.cell for r in rows])
     fig = _new_figure((3.2 * len(layers) + 0.8, 5.4), dpi=DPI, layout="constrained")
     axes = np.asarray(fig.subplots(2, len(layers), squeeze=False, sharex=True))
     for column, layer in enumerate(layers):
         for row_k, (name, label) in enumerate((("attention", "attention distance (JS per row)"),
                                                ("param", "parameter distance (relative L2)"))):
             ax = axes[row_k, column]
-            for cell, colour in colours.items():
+            for cell, style in styles.items():
                 mine = sorted((r for r in rows if r.cell == cell and r.layer == layer), key=lambda r: r.step)
                 if not mine:
                     continue
                 x = [max(r.step, STEP_ZERO_AT) for r in mine]
-                ax.plot(x, [getattr(r, name) for r in mine], color=colour, marker=".", label=cell)
+                ax.plot(x, [getattr(r, name) for r in mine], **style.line(), markersize=3.5, label=cell)
                 ax.fill_between(x, [getattr(r, f"{name}_low") for r in mine],
-                                [getattr(r, f"{name}_high") for r in mine], color=colour, alpha=0.18, linewidth=0)
+                                [getattr(r, f"{name}_high") for r in mine], color=style.color, alpha=0.18,
+                                linewidth=0)
             ax.set_xscale("log")
             ax.xaxis.set_minor_formatter(NullFormatter())
             ax.set_yscale("symlog", linthresh=SYMLOG_FLOOR)
@@ -79,13 +78,13 @@ def write_lab_symmetry(rows: Sequence[Any], path: str | Path, *, title: str) -> 
 
 def write_lab_loss(rows: Sequence[Any], path: str | Path, *, title: str) -> Path:
     """The held-out loss per cell (mean, range over seeds), the unigram baseline as a dashed tick."""
-    colours = _colours([r.cell for r in rows])
+    styles = _styles([r.cell for r in rows])
     fig = _new_figure((6.5, max(2.4, 1.2 + 0.32 * len(rows))), dpi=DPI, layout="constrained")
     ax = fig.subplots()
     y = np.arange(len(rows))[::-1]
     for k, row in enumerate(rows):
-        ax.errorbar([row.loss], [y[k]], xerr=_bars([row.loss], [row.low], [row.high]), fmt="o",
-                    color=colours[row.cell], capsize=3)
+        ax.errorbar([row.loss], [y[k]], xerr=_bars([row.loss], [row.low], [row.high]), **styles[row.cell].points(),
+                    capsize=3)
         ax.plot([row.unigram] * 2, [y[k] - 0.3, y[k] + 0.3], color="0.5", linestyle="--")
     ax.set_yticks(y, [f"{r.cell} ({r.n_seeds} seeds)" for r in rows], fontsize=7)
     ax.set_xlabel("held-out loss at the last step (nats per token; bar: range over seeds; dashed: unigram)",
@@ -104,12 +103,13 @@ def write_lab_capacity(rows: Sequence[Any], path: str | Path, *, title: str) -> 
     left.errorbar(heads, [r.loss for r in rows], yerr=_bars([r.loss for r in rows], [r.loss_low for r in rows],
                                                             [r.loss_high for r in rows]), marker="o", capsize=3)
     left.set_ylabel("held-out loss (range over seeds)", fontsize=8)
-    for name, label, colour in (("specialised", "carry a relation", "black"), ("positional", "positional", "#D55E00"),
-                                ("prev_next", "previous/next token", "#009E73")):
+    roles = series_styles(("specialised", "positional", "prev_next"))
+    for name, label in (("specialised", "carry a relation"), ("positional", "positional"),
+                        ("prev_next", "previous/next token")):
         values = [getattr(r, name) for r in rows]
         right.errorbar(heads, values, yerr=_bars(values, [getattr(r, f"{name}_low") for r in rows],
                                                  [getattr(r, f"{name}_high") for r in rows]),
-                       marker="o", capsize=3, color=colour, label=label)
+                       **roles[name].line(), capsize=3, label=label)
     right.set_ylabel("heads (mean over seeds, range)", fontsize=8)
     right.legend(fontsize=7)
     for ax in (left, right):
@@ -127,15 +127,15 @@ def write_lab_division(rows: Sequence[Any], path: str | Path, *, title: str) -> 
     """Per cell, D_within (range over seeds), D_self, D_match and D_null (widest interval over sentences)."""
     fig = _new_figure((6.5, max(2.6, 1.4 + 0.55 * len(rows))), dpi=DPI, layout="constrained")
     ax = fig.subplots()
-    kinds = (("d_within", "D_within", "#0072B2", "o"), ("d_self", "D_self", "0.4", "x"),
-             ("d_match", "D_match", "#009E73", "s"), ("d_null", "D_null", "#D55E00", "^"))
+    kinds = (("d_within", "D_within"), ("d_self", "D_self"), ("d_match", "D_match"), ("d_null", "D_null"))
+    styles = series_styles(name for name, _ in kinds)
     base = np.arange(len(rows))[::-1].astype(float)
-    for k, (name, label, colour, marker) in enumerate(kinds):
+    for k, (name, label) in enumerate(kinds):
         y = base + 0.3 - 0.2 * k
         values = [getattr(r, name) for r in rows]
         low = [getattr(r, f"{name}_low", v) for r, v in zip(rows, values)]
         high = [getattr(r, f"{name}_high", v) for r, v in zip(rows, values)]
-        ax.errorbar(values, y, xerr=_bars(values, low, high), fmt=marker, color=colour, capsize=3, label=label)
+        ax.errorbar(values, y, xerr=_bars(values, low, high), **styles[name].points(), capsize=3, label=label)
     ax.set_yticks(base, [f"{r.cell}: {r.verdict}" for r in rows], fontsize=7)
     ax.set_xlabel("attention distance (mean JS per word row)", fontsize=8)
     ax.grid(axis="x", alpha=0.3)

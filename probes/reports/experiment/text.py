@@ -1,4 +1,4 @@
-"""The experiment report in words: one sentence per seed question, table footers and the limits of the evidence.
+"""The experiment report in words: a short answer per seed question, table footers and the limits of the evidence.
 
 Every number a person reads in ``report.md`` / ``report.html`` goes through :func:`fmt` (one helper, so a test
 can format a :class:`~probes.compare.types.Comparison`'s fields the same way and find them in the report):
@@ -8,8 +8,9 @@ accuracies, distances and rho with 3 decimals, fractions as percentages with 0 d
 Each answer is decided from the Comparison's numbers by the rule written next to it (:data:`ANSWER_RULES`):
 a verdict from the report's Holm-corrected tests of that question (each test ``yes``, ``no`` or
 ``inconclusive``: :func:`probes.compare.tests.verdict_of`), given against each kind of random-init twin
-separately (default twins, sharpness-matched twins: ``Test.twins``), then the numbers behind it. Layers and
-heads are 0-based in the Comparison and 1-based (``layer-head``) in every sentence here.
+separately (default twins, sharpness-matched twins: ``Test.twins``), with how many tests are significant and the
+range of their differences; every model's numbers are in the question's tables. Layers and heads are 0-based in
+the Comparison and 1-based (``layer-head``) in every sentence here.
 """
 
 from __future__ import annotations
@@ -20,15 +21,15 @@ from typing import Any
 
 from probes.compare.consistency import NESTED_RULE, RELIABILITY_RULE
 from probes.compare.inputs import depth
-from probes.compare.spread import STRUCTURE_RULE, structure_text
+from probes.compare.spread import STRUCTURE_RULE, STRUCTURE_SILHOUETTE
 from probes.compare.tests import VERDICT_RULE, verdict_of
-from probes.compare.types import Comparison, LayerProfile, Test
+from probes.compare.types import Comparison, Test
 from probes.errors import ConfigError
 from probes.heads.naming import INDEXING_NOTE
 from probes.importance.pruning import AREA_RULE, TOLERANCE_RULES
 
-__all__ = ["fmt", "QUESTIONS", "ANSWER_RULES", "TEST_KINDS", "answers", "verdict", "twin_groups", "footer", "limits",
-           "trained_models", "random_models", "INDEXING_NOTE", "ALPHA"]
+__all__ = ["fmt", "QUESTIONS", "ANSWER_RULES", "TEST_KINDS", "answers", "verdict", "verdict_sentences", "twin_groups",
+           "peaks", "ROLES", "footer", "footer_notes", "limits", "trained_models", "random_models", "INDEXING_NOTE", "ALPHA"]
 
 #: Significance level of every verdict, on Holm-corrected p-values.
 ALPHA = 0.05
@@ -112,14 +113,6 @@ def random_models(comparison: Comparison) -> list[str]:
     return [m for m, info in comparison.models.items() if info.get("kind") == "random-init"]
 
 
-def _groups(rows: Iterable[Any], key: str = "data") -> dict[str, list[Any]]:
-    """Rows grouped by one field, groups in order of first appearance."""
-    out: dict[str, list[Any]] = {}
-    for row in rows:
-        out.setdefault(str(getattr(row, key)), []).append(row)
-    return out
-
-
 def verdict(tests: Sequence[Test]) -> str:
     """``yes``, ``no``, ``inconclusive`` (every test says so: :func:`~probes.compare.tests.verdict_of`), ``mixed``
     or ``untested`` (see :data:`ANSWER_RULES`)."""
@@ -139,32 +132,34 @@ def twin_groups(comparison: Comparison, question: str) -> dict[str, list[Test]]:
     return out
 
 
-def _tests_clause(comparison: Comparison, question: str, tests: Sequence[Test] | None = None) -> str:
-    """The tests of ``question`` (or ``tests``): each difference with its interval, Holm p and verdict, and how
-    many are significant."""
-    tests = [t for t in comparison.tests if t.question == question] if tests is None else list(tests)
-    if not tests:
-        return "no test against a random-init model"
+def _one_test(test: Test, kind: str) -> str:
+    """A test's difference with its interval, as the answers print it."""
+    return fmt(test.value, kind, test.low, test.high)
+
+
+def _tests_note(question: str, tests: Sequence[Test]) -> str:
+    """How many of ``tests`` are significant after Holm over the report, and their smallest and largest difference."""
     kind = TEST_KINDS.get(question, "value")
-    each = "; ".join(f"{t.name} {fmt(t.value, kind, t.low, t.high)}, Holm p {fmt(t.p_adjusted, 'p')} "
-                     f"({verdict_of(t)})" for t in tests)
-    n_sig = sum(t.significant for t in tests)
-    return (f"trained minus random-init: {each} ({n_sig} of {len(tests)} significant at {ALPHA} after Holm over "
-            f"all {len(comparison.tests)} tests of the report)")
+    ordered = sorted(tests, key=lambda t: (math.isnan(t.value), t.value))
+    low, high = _one_test(ordered[0], kind), _one_test(ordered[-1], kind)
+    span = (f"difference {low}" if len(ordered) == 1 else f"differences all {low}" if low == high else
+            f"differences {low} to {high}")
+    return f"{sum(t.significant for t in tests)} of {len(tests)} tests significant after Holm, {span}"
 
 
-def _verdict_sentence(comparison: Comparison, question: str, numbers: str) -> str:
-    """The answer: with one kind of twin (or none), ``Opening (against KIND): numbers; tests.``; with several,
-    ``Numbers. Against KIND: opening; tests. Against KIND2: ...`` (one verdict per kind)."""
+def verdict_sentences(comparison: Comparison, question: str) -> list[str]:
+    """One sentence per kind of random-init twin the tests of ``question`` compare with: the verdict, how many tests
+    are significant and the range of their differences, trained minus random-init (see :data:`ANSWER_RULES`)."""
     groups = twin_groups(comparison, question)
-    if len(groups) <= 1:
-        label, tests = next(iter(groups.items()), ("", []))
-        against = f" (against {label})" if label else ""
-        return (f"{_OPENINGS[question][verdict(tests)]}{against}: {numbers}; "
-                f"{_tests_clause(comparison, question, tests)}.")
-    parts = [f"Against {label or 'random-init models'}: {_OPENINGS[question][verdict(tests)]}; "
-             f"{_tests_clause(comparison, question, tests)}." for label, tests in groups.items()]
-    return " ".join([f"{numbers[:1].upper()}{numbers[1:]}.", *parts])
+    if not groups:
+        return [f"{_OPENINGS[question]['untested']}: no test against a random-init model."]
+    out = []
+    for label, tests in groups.items():
+        opening = _OPENINGS[question][verdict(tests)]
+        if label:
+            opening = f"Against {label}: {opening[:1].lower()}{opening[1:]}"
+        out.append(f"{opening}; {_tests_note(question, tests)}.")
+    return out
 
 
 _OPENINGS = {
@@ -194,27 +189,35 @@ def _missing(comparison: Comparison, table: str) -> str:
     return f"Not answered: {comparison.missing.get(table, f'no {table} rows were computed')}."
 
 
+def _range(values: Iterable[float], kind: str) -> str:
+    """``a`` or ``a to b``: the smallest and largest of ``values`` (NaN left out) as :func:`fmt` prints them."""
+    finite = sorted(v for v in (float(x) for x in values) if not math.isnan(v))
+    if not finite:
+        return fmt(math.nan, kind)
+    low, high = fmt(finite[0], kind), fmt(finite[-1], kind)
+    return low if low == high else f"{low} to {high}"
+
+
 def answer_q1(comparison: Comparison) -> str:
-    """Q1 in one sentence: the spread per model and data with intervals, and the trained-vs-random tests."""
+    """Q1 in short: the verdict against each kind of twin with its tests, and how many models show clusters."""
     if not comparison.spread:
         return _missing(comparison, "spread")
-    per_data = "; ".join(f"on {data}, " + ", ".join(
-        f"{r.model} {fmt(r.value, 'value', r.low, r.high)} ({structure_text(r.n_clusters, r.silhouette)})"
-        for r in rows) for data, rows in _groups(comparison.spread).items())
-    return _verdict_sentence(comparison, "q1", f"mean JS divergence per query row between distinct heads {per_data}")
+    rows = comparison.spread
+    clustered = sum(bool(r.structure) for r in rows)
+    return " ".join([*verdict_sentences(comparison, "q1"),
+                     f"Cluster structure (best silhouette >= {STRUCTURE_SILHOUETTE:g}) in {clustered} of {len(rows)} "
+                     f"model/data pairs."])
 
 
 def answer_q2(comparison: Comparison) -> str:
-    """Q2 in one sentence: the specialised fraction per model and data with intervals, and the tests."""
+    """Q2 in short: the verdict against each kind of twin with its tests, and the trained models' fractions."""
     if not comparison.specialisation:
         return _missing(comparison, "specialisation")
-    parts = []
-    for data, rows in _groups(comparison.specialisation).items():
-        side = f"selected on {rows[0].selected_on}, reported on {rows[0].reported_on}"
-        parts.append(f"on {data} ({side}), " + ", ".join(
-            f"{r.model} {fmt(r.fraction, 'fraction', r.low, r.high)} ({fmt(r.n_specialised, 'count')} of "
-            f"{fmt(r.n_heads, 'count')} heads)" for r in rows))
-    return _verdict_sentence(comparison, "q2", f"specialised heads {'; '.join(parts)}")
+    trained = set(trained_models(comparison))
+    mine = [r for r in comparison.specialisation if r.model in trained] or list(comparison.specialisation)
+    return " ".join([*verdict_sentences(comparison, "q2"),
+                     f"Specialised heads in the trained models: {_range((r.fraction for r in mine), 'fraction')} "
+                     "(held out, Holm over each model's heads)."])
 
 
 def _goes_last(rows: Sequence[Any]) -> str:
@@ -224,93 +227,80 @@ def _goes_last(rows: Sequence[Any]) -> str:
         return "whether specialised heads go last cannot be said (no margin correlation)"
     above = [r for r in finite if r.rho_margin_low > 0]
     if len(above) == len(finite):
-        return "specialised heads go last (importance rises with the specialisation margin)"
+        return "specialised heads go last"
     return ("specialised heads do not clearly go last" if not above else
             f"specialised heads go last in {len(above)} of {len(finite)} model/objective pairs")
 
 
 def answer_q3(comparison: Comparison) -> str:
-    """Q3 in one sentence: removable fraction by importance against the random orders, and rho with margin."""
+    """Q3 in short: whether specialised heads go last, the removable fractions against random orders, the tests."""
     if not comparison.redundancy:
         return _missing(comparison, "redundancy")
-    parts = []
-    for r in comparison.redundancy:
-        parts.append(f"{r.model} on {r.data} ({r.objective}, tolerance {fmt(r.tolerance, 'fraction')}"
-                     f"{_range_text(r)}): {fmt(r.removable.get('importance'), 'fraction')} removable by importance "
-                     f"against {fmt(r.random_median, 'fraction')} [{fmt(r.random_low, 'fraction')}, "
-                     f"{fmt(r.random_high, 'fraction')}] for {_random_orders(r)}, area "
-                     f"{fmt(r.area.get('importance'))} against {fmt(r.random_area_median)} "
-                     f"[{fmt(r.random_area_low)}, {fmt(r.random_area_high)}], rho with margin "
-                     f"{fmt(r.rho_margin, 'value', r.rho_margin_low, r.rho_margin_high)}, with confidence "
-                     f"{fmt(r.rho_confidence, 'value', r.rho_confidence_low, r.rho_confidence_high)}")
+    rows = comparison.redundancy
     trained = set(trained_models(comparison))
-    last = _goes_last([r for r in comparison.redundancy if r.model in trained])
-    return f"In the trained models {last}: {'; '.join(parts)}; {_tests_clause(comparison, 'q3')}."
-
-
-def _range_text(row: Any) -> str:
-    """`` of the loss range full 1.746 to every head ablated 2.208`` for the relative rule (empty otherwise)."""
-    if getattr(row, "rule", "range") != "range":
-        return " of the unpruned loss"
-    if math.isnan(float(getattr(row, "full_loss", math.nan))):
-        return " of the loss range from the full model to every head ablated"
-    return (f" of the loss range from the full model {fmt(row.full_loss)} to every head ablated "
-            f"{fmt(row.ablated_loss)}")
-
-
-def _random_orders(row: Any) -> str:
-    """``20 random orders`` (or ``random orders`` when the row does not say how many)."""
-    n = int(getattr(row, "n_random", 0) or 0)
-    return f"{n} random orders" if n else "random orders"
+    mine = [r for r in rows if r.model in trained]
+    above = sum(not math.isnan(r.rho_margin_low) and r.rho_margin_low > 0 for r in mine)
+    tests = [t for t in comparison.tests if t.question == "q3"]
+    tested = f"{_tests_note('q3', tests)}." if tests else "No test against a random-init model."
+    return (f"In the trained models {_goes_last(mine)}: the interval of rho between importance and the "
+            f"specialisation margin lies above 0 in {above} of {len(mine)} model/objective pairs. In importance order "
+            f"{_range((r.removable.get('importance', math.nan) for r in rows), 'fraction')} of the heads can be "
+            f"removed within the tolerance, against random orders' medians of "
+            f"{_range((r.random_median for r in rows), 'fraction')}. {tested}")
 
 
 def answer_q4(comparison: Comparison) -> str:
-    """Q4 in one sentence: rho between the two sides per model with intervals, same-head share, and the tests."""
+    """Q4 in short: the verdict against each kind of twin with its tests, and the trained models' rho."""
     if not comparison.consistency:
         return _missing(comparison, "consistency")
-    parts = [f"{r.model} {r.first} vs {r.second}: rho {fmt(r.rho, 'value', r.low, r.high)}{_corrected(r)}, same "
-             f"best head for {fmt(r.same_head, 'fraction')} of {fmt(r.n_relations, 'count')} relations"
-             for r in comparison.consistency]
-    return _verdict_sentence(comparison, "q4", "; ".join(parts))
+    trained = set(trained_models(comparison))
+    mine = [r for r in comparison.consistency if r.model in trained] or list(comparison.consistency)
+    return " ".join([*verdict_sentences(comparison, "q4"),
+                     f"Rho between the two sides in the trained models: {_range((r.rho for r in mine), 'value')}; "
+                     f"the same best head for {_range((r.same_head for r in mine), 'fraction')} of relations."])
 
 
-def _corrected(row: Any) -> str:
-    """`` (corrected for reliability 0.912 [0.850, 0.970], reliabilities 0.710 and 0.680)``, with the number of
-    relations whose corrected rho was capped at ±1 when there are any."""
-    value = float(getattr(row, "rho_corrected", math.nan))
-    if math.isnan(value):
-        return " (not corrected for reliability: no per-sentence counts or no positive reliability)"
-    capped = int(getattr(row, "n_capped", 0))
-    flag = f"; {capped} of {row.n_corrected} relations' corrected rho capped at ±1" if capped else ""
-    return (f" (corrected for reliability {fmt(value, 'value', row.corrected_low, row.corrected_high)}, "
-            f"reliabilities {fmt(row.reliability_first)} and {fmt(row.reliability_second)}{flag})")
+#: The roles whose peak depth Q5 gives, as its table names them.
+ROLES = ("specialised", "positional", "broad")
 
 
-def _peak(rows: Sequence[LayerProfile], values: Sequence[float], label: str) -> str:
-    """Where one share peaks over a model's layers: depth, 1-based layer and the share there."""
-    if not values or max(values) <= 0 or all(math.isnan(v) for v in values):
-        return f"no {label}"
-    best = max(range(len(values)), key=lambda k: (values[k], -k))
-    n_layers = len(rows)
-    return (f"{label} peak at depth {fmt(depth(rows[best].layer, n_layers), 'depth')} (layer {rows[best].layer + 1} of {n_layers}, "
-            f"{fmt(values[best], 'fraction')})")
-
-
-def answer_q5(comparison: Comparison) -> str:
-    """Q5 in one sentence: per model and data, the depth where each role and the commonest pattern peak."""
-    if not comparison.layers:
-        return _missing(comparison, "layers")
-    parts = []
+def peaks(comparison: Comparison) -> list[dict[str, Any]]:
+    """Where each role (and each model's commonest pattern) peaks, per model and data: ``model``, ``data``, ``role``,
+    ``layer`` (0-based), ``n_layers``, ``depth`` and ``share`` (layer None where no layer has any), first layer on
+    ties."""
+    out = []
     for (model, data), rows in _by_model_data(comparison.layers).items():
         rows = sorted(rows, key=lambda r: r.layer)
         names = list(rows[0].patterns)
         common = max(names, key=lambda p: sum(r.patterns.get(p, 0.0) for r in rows)) if names else None
-        peaks = [_peak(rows, [getattr(r, k) for r in rows], f"{k.replace('_', '-')} heads")
-                 for k in ("specialised", "positional", "broad")]
+        shares = {f"{k.replace('_', '-')} heads": [getattr(r, k) for r in rows] for k in ROLES}
         if common is not None:
-            peaks.append(_peak(rows, [r.patterns.get(common, 0.0) for r in rows], f"'{common}' maps"))
-        parts.append(f"in {model} on {data}, " + ", ".join(peaks))
-    return f"By relative depth (0 first layer, 1 last): {'; '.join(parts)} (descriptive, no test)."
+            shares[f"'{common}' maps"] = [r.patterns.get(common, 0.0) for r in rows]
+        for role, values in shares.items():
+            layer = None
+            if values and max(values) > 0 and not all(math.isnan(v) for v in values):
+                layer = max(range(len(values)), key=lambda k: (values[k], -k))
+            out.append({"model": model, "data": data, "role": role, "n_layers": len(rows),
+                        "layer": None if layer is None else rows[layer].layer,
+                        "depth": math.nan if layer is None else depth(rows[layer].layer, len(rows)),
+                        "share": math.nan if layer is None else values[layer]})
+    return out
+
+
+def answer_q5(comparison: Comparison) -> str:
+    """Q5 in short: over the trained models, the relative depth where each role peaks."""
+    if not comparison.layers:
+        return _missing(comparison, "layers")
+    trained = set(trained_models(comparison))
+    found = [p for p in peaks(comparison) if p["model"] in trained] or peaks(comparison)
+    parts = []
+    for k, role in enumerate(f"{k} heads" for k in ROLES):
+        mine = [p["depth"] for p in found if p["role"] == role and p["layer"] is not None]
+        where = f"{'at depth ' if k == 0 else 'at '}{_range(mine, 'depth')}" if mine else "in no layer"
+        parts.append(f"{role} {'are most common ' if k == 0 else ''}{where}")
+    pairs = len({(p["model"], p["data"]) for p in found})
+    return (f"By relative depth (0 first layer, 1 last), over {pairs} model/data pair{'s' if pairs != 1 else ''}: "
+            f"{', '.join(parts[:-1])} and {parts[-1]} (descriptive, no test).")
 
 
 def _by_model_data(rows: Iterable[Any]) -> dict[tuple[str, str], list[Any]]:
@@ -322,7 +312,8 @@ def _by_model_data(rows: Iterable[Any]) -> dict[tuple[str, str], list[Any]]:
 
 
 def answers(comparison: Comparison) -> dict[str, str]:
-    """The one-sentence answer to each seed question, by key ``q1`` .. ``q5`` (see :data:`ANSWER_RULES`)."""
+    """The short answer to each seed question, by key ``q1`` .. ``q5``: its verdict, its test and its numbers in a
+    few sentences (see :data:`ANSWER_RULES`; the numbers of every model are in the question's tables)."""
     return {"q1": answer_q1(comparison), "q2": answer_q2(comparison), "q3": answer_q3(comparison),
             "q4": answer_q4(comparison), "q5": answer_q5(comparison)}
 
@@ -381,15 +372,20 @@ def _tests_text(table: str, comparison: Comparison, rows: Sequence[Any]) -> str:
     return f"{mine} of the report's {total} tests ({question.upper() if question else '-'}, Holm over the report)"
 
 
-def footer(table: str, comparison: Comparison) -> str:
-    """The footer line of one table: where heads were selected, how intervals were made, how many tests."""
+def footer_notes(table: str, comparison: Comparison) -> list[str]:
+    """The notes under one table: where heads were selected, how intervals were made, how many tests."""
     rows = list(getattr(comparison, table, ()))
     source = comparison.specialisation if table in ("head_kinds", "layers") else rows
     parts = [p for p in (_selection(source), f"intervals: {_interval_text(table, rows)}",
                          f"tests: {_tests_text(table, comparison, rows)}") if p]
     if table in ("best_heads", "layers", "head_kinds"):
         parts.append(INDEXING_NOTE)
-    return "; ".join(parts) + "."
+    return parts
+
+
+def footer(table: str, comparison: Comparison) -> str:
+    """The footer line of one table: its notes (:func:`footer_notes`) in one line."""
+    return "; ".join(footer_notes(table, comparison)) + "."
 
 
 def _model_rules(comparison: Comparison) -> list[str]:

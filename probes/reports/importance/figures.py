@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from probes.errors import ConfigError, InputError
-from probes.reports.figures import DPI, _new_figure, _wrap, save_figure
+from probes.reports.figures import DPI, _new_figure, _wrap, save_figure, series_styles
 
 if TYPE_CHECKING:  # pragma: no cover
     from probes.importance.pruning import OnePerLayer, PruningResult
@@ -44,8 +44,6 @@ def criterion_label(result: Any) -> str:
 
 #: Cells get their value written in them when both layers and heads are at most this many.
 ANNOTATE_MAX = 16
-_ORDER_COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
-_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 
 
 def _checked_path(path: str | Path) -> Path:
@@ -198,9 +196,10 @@ def _pruning_panel(ax: Any, result: PruningResult, metric: str, index: int) -> N
                         label=f"random orders: min-max band of {len(randoms)}")
         ax.plot(x, median, color="0.35", linewidth=1.2, label="random orders: median")
     others = [c for c in result.curves if not c.startswith("random:")]
-    for k, name in enumerate(others):
-        ax.plot(x, result.curve(name, metric), marker=_MARKERS[k % len(_MARKERS)], markersize=4, linewidth=1.4,
-                color=_ORDER_COLOURS[k % len(_ORDER_COLOURS)], label=_curve_label(result, name))
+    styles = series_styles(others)  # every order its own colour, marker and line style
+    for name in others:
+        ax.plot(x, result.curve(name, metric), **styles[name].line(), markersize=4, linewidth=1.4,
+                label=_curve_label(result, name))
     ax.axhline(values[0, 0], color="0.2", linestyle="--", linewidth=0.9, label=f"unpruned: {values[0, 0]:.4g}")
     better = "higher" if result.higher_is_better[index] else "lower"
     ax.set_title(f"{'loss (the objective)' if metric == 'loss' else metric}: {better} is better", fontsize=9)

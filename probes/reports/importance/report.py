@@ -19,6 +19,7 @@ import numpy.typing as npt
 
 from probes.errors import InputError
 from probes.reports.escape import md_code
+from probes.reports.prose import opening, pack
 from probes.reports.tables import markdown_table, md_heading, md_text
 from probes.run_record import RunRecord
 
@@ -26,8 +27,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from probes.importance.pruning import OnePerLayer, PruningResult
     from probes.importance.scores import ImportanceResult
 
-__all__ = ["importance_markdown", "pruning_markdown", "band_positions", "band_summary", "rank_sentence", "number",
-           "TOP_K", "TOLERANCE", "BAND_RULE"]
+__all__ = ["importance_markdown", "pruning_markdown", "importance_findings", "pruning_findings", "band_positions",
+           "band_summary", "rank_sentence", "number", "TOP_K", "TOLERANCE", "BAND_RULE"]
 
 #: Heads listed in each top table.
 TOP_K = 10
@@ -135,19 +136,43 @@ def _importance_summary(result: ImportanceResult, record: RunRecord) -> list[str
     return lines + _inputs(record)
 
 
+def importance_findings(result: ImportanceResult) -> list[str]:
+    """Head importance in short: the most important heads, the largest leave-one-out effect, and how far the two
+    agree (Spearman's rho with its interval)."""
+    importance = np.asarray(result.importance, dtype=float)
+    top = _top_rows(result, importance)[:5]
+    found = [f"The most important heads ({md_code(result.normalization)} gradient importance on "
+             f"{md_text(result.data)}, {result.n_sentences} sentences): "
+             + ", ".join(f"{r['head']} ({r['importance']})" for r in top) + "." if top else
+             "No head has a finite importance."]
+    loo = np.asarray(result.loo_effect, dtype=float)
+    if np.isfinite(loo).any():
+        first = _top_rows(result, loo)[0]
+        found.append(f"The largest leave-one-out effect (the loss change with the head alone removed) is head "
+                     f"{first['head']}'s: {first['loo effect']} ({_percent(result.confidence)} interval "
+                     f"{first['loo low']} to {first['loo high']}, over sentences).")
+    if np.isfinite(result.rank_correlation):
+        found.append(f"Importance and the leave-one-out effect agree by Spearman's rho = "
+                     f"{number(result.rank_correlation)} ({_percent(result.confidence)} interval "
+                     f"{number(result.rank_low)} to {number(result.rank_high)}; {result.n_resamples} bootstrap "
+                     "resamples of the sentences).")
+    return [*found, _INDEXING]
+
+
 def importance_markdown(result: ImportanceResult, *, model: str, record: RunRecord) -> str:
-    """``importance.md``: summary, the top heads by importance and by leave-one-out effect, rank correlation."""
+    """``importance.md``: the answers in short, what was computed, the top heads by importance and by
+    leave-one-out effect, rank correlation."""
     importance = np.asarray(result.importance, dtype=float)
     loo = np.asarray(result.loo_effect, dtype=float)
     columns = ["rank", "head", "importance", "raw importance", "loo effect", "loo low", "loo high"]
     parts = [f"# Head importance: {md_heading(model)}, {md_heading(result.objective)} objective on {md_heading(result.data)}\n",
-             _INDEXING + "\n",
+             *opening(importance_findings(result)),
              "## What was computed\n", *_importance_summary(result, record), "",
              f"## The {TOP_K} most important heads (gradient importance)\n",
              markdown_table(_top_rows(result, importance), columns)]
     if np.isfinite(loo).any():
         parts += [f"## The {TOP_K} largest leave-one-out effects\n", markdown_table(_top_rows(result, loo), columns)]
-    parts += ["## Agreement\n", rank_sentence(result), ""]
+    parts += ["## Agreement\n", *(f"{p}\n" for p in pack(rank_sentence(result)))]
     return "\n".join(parts)
 
 
@@ -267,12 +292,33 @@ def _pruning_summary(result: PruningResult, record: RunRecord) -> list[str]:
             f"- {PRUNING_RULE}", f"- {BAND_RULE}", *_inputs(record)]
 
 
+def pruning_findings(result: PruningResult) -> list[str]:
+    """Pruning in short: per order the heads removable within the tolerance (against the random orders), and
+    where the importance order lies against the random band."""
+    metric = result.metrics[0]
+    rows = {r["curve"]: r[f"removable ({metric})"] for r in _removable_rows(result)}
+    orders = [c for c in result.curves if not c.startswith("random:")]
+    randoms = [result.removable(c, metric, TOLERANCE, rule="base") for c in result.curves if c.startswith("random:")]
+    found = [f"Heads removable before the {md_text(metric)} is worse than unpruned by more than {100 * TOLERANCE:g}%: "
+             + "; ".join(f"{md_code(c)} order {rows[c]}" for c in orders)
+             + (f"; random orders {number(min(randoms))} to {number(max(randoms))} ({len(randoms)} orders)."
+                if randoms else ".")]
+    if randoms and orders:
+        positions = band_positions(result, orders[0], metric)[1:-1]
+        better = "above" if result.higher_is_better[result.metrics.index(metric)] else "below"
+        found.append(f"The {md_code(orders[0])} order is {better} the random band (better than every random order) at "
+                     f"{int((positions == better).sum())} of {len(positions)} steps between nothing and every head "
+                     f"pruned ({md_text(metric)}; orders chosen on {md_text(result.selection)}, measured on "
+                     f"{md_text(result.data)}).")
+    return [*found, _INDEXING]
+
+
 def pruning_markdown(result: PruningResult, *, model: str, record: RunRecord) -> str:
-    """``pruning.md``: summary, fraction removable per curve, the curves against the random band, one head per
-    layer, and the curves."""
+    """``pruning.md``: the answers in short, what was computed, fraction removable per curve, the curves against the
+    random band, one head per layer, and the curves."""
     removable = markdown_table(_removable_rows(result), ["curve", *[f"removable ({m})" for m in result.metrics]])
     parts = [f"# Pruning curves: {md_heading(model)}, {md_heading(result.objective)} objective on {md_heading(result.data)}\n",
-             _INDEXING + "\n",
+             *opening(pruning_findings(result)),
              "## What was computed\n", *_pruning_summary(result, record), "",
              f"## Heads removable within {100 * TOLERANCE:g}%\n",
              f"The largest fraction of heads pruned such that it and every smaller step are no worse than the "
