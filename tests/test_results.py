@@ -357,6 +357,7 @@ CASES: dict[str, Callable[[], Result]] = {
     "ImportanceResult": lambda: importlib.import_module("tests.importance.cases").importance_result(),
     "PruningResult": lambda: importlib.import_module("tests.importance.cases").pruning_result(),
     "OnePerLayer": lambda: importlib.import_module("tests.importance.cases").one_per_layer(),
+    "FunctionTests": lambda: importlib.import_module("tests.importance.test_function_ablations").function_result(),
     "HeadImportance": lambda: importlib.import_module("probes.runs.importance").HeadImportance(
         model="package:tiny", result=importlib.import_module("tests.importance.cases").importance_result(),
         record={"command": "probes importance", "options": {"objective": "representation"}}),

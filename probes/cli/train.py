@@ -9,7 +9,7 @@ summary. The architectures are the trainable rows of the families table (:data:`
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -25,8 +25,12 @@ from probes.training.config import (
     MAX_LAYERS,
     MAX_SEQ_LEN,
     MAX_STEPS,
+    TASK_OPTIONS,
+    TrainConfig,
+    hidden_size,
 )
 from probes.training.schemes import InitScheme
+from probes.training.tasks import MAX_TASK_VOCAB, ROLES, TASKS, TEXT
 
 _HELP = """Train a small model from scratch (a BERT-style masked-LM encoder, or a GPT-2 / Llama causal LM).
 
@@ -51,6 +55,41 @@ def _init_scheme(value: str | InitScheme) -> InitScheme:
         raise typer.BadParameter(exc.reason, param_hint="--init") from None
 
 
+def _hidden_size(heads: int, hidden: int | None, head_dim: int | None) -> int:
+    """The hidden size of either ``--hidden`` or ``--head-dim`` (both, or neither: a usage error naming both)."""
+    try:
+        return hidden_size(heads, hidden, head_dim)
+    except ConfigError as exc:
+        raise typer.BadParameter(exc.reason, param_hint="--hidden, --head-dim") from None
+
+
+# The model's width: the heads at a fixed hidden size (--hidden) or at a fixed head size (--head-dim); its blocks.
+_HIDDEN = typer.Option(None, "--hidden", min=1, max=MAX_HIDDEN, metavar="D", rich_help_panel=options.MODEL_PANEL,
+                       help="Hidden size (or --head-dim).")
+_HEAD_DIM = typer.Option(None, "--head-dim", min=1, max=MAX_HIDDEN, metavar="D", rich_help_panel=options.MODEL_PANEL,
+                         help="Head size: hidden = heads x D.")
+_ATTENTION_ONLY = typer.Option(False, "--attention-only", metavar="", rich_help_panel=options.MODEL_PANEL,
+                               help="Blocks without an MLP.")
+
+
+#: The options of ``--task`` (probes.training.tasks), defined here to keep the command's signature short.
+_TASK: dict[str, Any] = {
+    "task": typer.Option(TEXT, "--task", metavar="|".join(TASKS), callback=options.one_of("--task", TASKS),
+                         rich_help_panel=options.DATA_PANEL,
+                         help="text: --treebank; induction: random tokens repeated with a random period; roles: "
+                              "markers naming a copy role (loss on the predictable positions only)."),
+    "task_vocab": typer.Option(TASK_OPTIONS["task_vocab"], "--task-vocab", min=2, max=MAX_TASK_VOCAB, metavar="V",
+                               rich_help_panel=options.DATA_PANEL, help="Ordinary tokens of a task."),
+    "period_min": typer.Option(TASK_OPTIONS["period_min"], "--period-min", min=1, max=MAX_TASK_VOCAB, metavar="P",
+                               rich_help_panel=options.DATA_PANEL, help="Shortest period (--task induction)."),
+    "period_max": typer.Option(TASK_OPTIONS["period_max"], "--period-max", min=1, max=MAX_TASK_VOCAB, metavar="P",
+                               rich_help_panel=options.DATA_PANEL, help="Longest period (--task induction)."),
+    "task_roles": typer.Option(TASK_OPTIONS["task_roles"], "--task-roles", min=1, max=len(ROLES), metavar="K",
+                               rich_help_panel=options.DATA_PANEL,
+                               help=f"Roles of --task roles: the first K of {', '.join(ROLES)}."),
+}
+
+
 @command("train", help=_HELP)
 def train_cli(
     arch: str = typer.Option(..., "--arch", metavar="|".join(ARCHS), callback=options.one_of("--arch", ARCHS),
@@ -59,20 +98,20 @@ def train_cli(
                                help="Layers."),
     heads: int = typer.Option(..., "--heads", min=1, max=MAX_HEADS, metavar="H", rich_help_panel=options.MODEL_PANEL,
                               help="Attention heads per layer (head size = hidden / heads)."),
-    hidden: int = typer.Option(..., "--hidden", min=1, max=MAX_HIDDEN, metavar="D", rich_help_panel=options.MODEL_PANEL,
-                               help="Hidden size."),
+    hidden: Optional[int] = _HIDDEN, head_dim: Optional[int] = _HEAD_DIM, attention_only: bool = _ATTENTION_ONLY,
     intermediate: Optional[int] = typer.Option(None, "--intermediate", min=1, max=MAX_INTERMEDIATE, metavar="N",
                                                rich_help_panel=options.MODEL_PANEL, help="MLP width (default 4 x hidden)."),
     kv_heads: Optional[int] = typer.Option(None, "--kv-heads", min=1, max=MAX_HEADS, metavar="N",
                                            rich_help_panel=options.MODEL_PANEL,
                                            help="Key/value heads of Llama's grouped-query attention."),
-    tokenizer: str = typer.Option("train:4000", "--tokenizer", metavar="train:VOCAB|MODEL", rich_help_panel=options.MODEL_PANEL,
+    tokenizer: str = typer.Option("train:4000", "--tokenizer", metavar="train:VOCAB|MODEL", rich_help_panel=options.DATA_PANEL,
                                   help="train:VOCAB trains one on the training text; else a base model's."),
-    treebank: list[str] = typer.Option(..., "--treebank", "-t", metavar="DATA", rich_help_panel=options.MODEL_PANEL,
+    treebank: list[str] = typer.Option([], "--treebank", "-t", metavar="DATA", rich_help_panel=options.DATA_PANEL,
                                        help=f"Training data (repeat, or commas): {options.DATA_HELP}, or a .txt "
-                                            "file (a sentence per line)."),
-    select_on: Optional[str] = typer.Option(None, "--select-on", metavar="DEV", rich_help_panel=options.MODEL_PANEL,
+                                            "file (a sentence per line). Needed for --task text; none for a task."),
+    select_on: Optional[str] = typer.Option(None, "--select-on", metavar="DEV", rich_help_panel=options.DATA_PANEL,
                                             help="Held-out data (default: a fixed tenth of --treebank)."),
+    task: str = _TASK["task"], task_vocab: int = _TASK["task_vocab"], task_roles: int = _TASK["task_roles"], period_min: int = _TASK["period_min"], period_max: int = _TASK["period_max"],
     out: Path = options.out_option(..., help="Run folder (checkpoints/, curves, run.json)."),
     checkpoints: str = typer.Option("log2", "--checkpoints", metavar="log2", rich_help_panel=options.OUTPUT_PANEL,
                                     help="Checkpoint steps: log2 = 0, 1, 2, 4, 8, ... and the last."),
@@ -112,14 +151,15 @@ def train_cli(
     config: Optional[Path] = options.config_option(),
 ) -> None:
     from probes.runs.train import train_model
-    from probes.training.config import TrainConfig
 
     settings = TrainConfig(
-        arch=arch, layers=layers, heads=heads, hidden=hidden, intermediate=intermediate, kv_heads=kv_heads,
+        arch=arch, layers=layers, heads=heads, hidden=_hidden_size(heads, hidden, head_dim), head_dim=head_dim,
+        attention_only=attention_only, intermediate=intermediate, kv_heads=kv_heads,
         init=init, attention_dropout=attention_dropout, hidden_dropout=hidden_dropout, seed=seed,
         data_seed=data_seed, steps=steps, batch_size=batch_size, seq_len=seq_len, learning_rate=learning_rate,
         warmup=warmup, weight_decay=weight_decay, tokenizer=tokenizer, treebank=tuple(options.split_list(treebank)),
-        select_on=select_on, checkpoints=checkpoints, max_minutes=max_minutes)
+        select_on=select_on, checkpoints=checkpoints, max_minutes=max_minutes, task=task, task_vocab=task_vocab,
+        period_min=period_min, period_max=period_max, task_roles=task_roles)
     report = train_model(settings, out, progress=progress, overwrite=overwrite,
                          record={"options": {"config": str(config) if config else None,
                                              "symmetry_sentences": symmetry_sentences}},

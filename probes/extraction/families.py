@@ -85,6 +85,12 @@ class Trainable:
             special tokens' ids and the attention kernel are the caller's).
         parameters: the parameters ``model_class`` has at those sizes (an embedding tied to the LM head counted
             once), to check the memory a run needs before it is built.
+        mlp_output: the module of a layer (relative to it, as :attr:`Family.layers` lists the layers) whose output
+            is the MLP's whole contribution to the block (GPT-2 ``mlp.c_proj``, Llama ``mlp.down_proj``, BERT
+            ``output.dense``, added to the residual before the block's last LayerNorm); ``--attention-only`` sets
+            its weight and bias to 0 (None: the row cannot be built attention-only).
+        mlp_modules: every module of a layer that only the MLP uses (the output projection's module or a parent
+            of it among them); ``--attention-only`` freezes their parameters (``requires_grad`` False).
     """
 
     config_class: str
@@ -96,6 +102,16 @@ class Trainable:
     grouped_query: bool
     config_fields: Callable[[Sizes], dict[str, Any]]
     parameters: Callable[[Sizes], int]
+    mlp_output: str | None = None
+    mlp_modules: tuple[str, ...] = ()
+
+    @property
+    def attention_only_rule(self) -> str:
+        """How ``--attention-only`` removes this row's MLP, in words (the record of an attention-only run)."""
+        return (f"every block keeps its MLP at intermediate size 1 with the weight (and bias) of {self.mlp_output} "
+                f"set to 0 and {', '.join(self.mlp_modules)} frozen (requires_grad False, never trained), so the "
+                "MLP adds exactly 0 and the saved folder, loaded by transformers' Auto classes, computes the "
+                "attention-only model")
 
 
 def _bert_fields(s: Sizes) -> dict[str, Any]:
@@ -208,7 +224,8 @@ FAMILIES: dict[str, Family] = {
     "bert": replace(_BERT, training=Trainable(
         config_class="BertConfig", model_class="BertForMaskedLM", masked_lm=True, byte_level=False,
         special_tokens=("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"), hidden_dropout=True, grouped_query=False,
-        config_fields=_bert_fields, parameters=_bert_parameters)),
+        config_fields=_bert_fields, parameters=_bert_parameters, mlp_output="output.dense",
+        mlp_modules=("intermediate", "output.dense"))),
     "roberta": replace(_BERT, continuation=(), word_start=("Ġ",)),
     "xlm-roberta": replace(_BERT, continuation=(), word_start=("▁",)),
     "camembert": replace(_BERT, continuation=(), word_start=("▁",)),
@@ -221,12 +238,14 @@ FAMILIES: dict[str, Family] = {
                    query_key=("attn.c_attn", "attn.c_attn"), position_embeddings="wpe", word_start=("Ġ",),
                    training=Trainable(config_class="GPT2Config", model_class="GPT2LMHeadModel", masked_lm=False,
                                       byte_level=True, special_tokens=_BYTE_SPECIALS, hidden_dropout=True,
-                                      grouped_query=False, config_fields=_gpt2_fields, parameters=_gpt2_parameters)),
+                                      grouped_query=False, config_fields=_gpt2_fields, parameters=_gpt2_parameters,
+                                      mlp_output="mlp.c_proj", mlp_modules=("ln_2", "mlp"))),
     "llama": replace(_LLAMA, word_start=("▁", "Ġ"),  # Llama 2: SentencePiece; Llama 3: byte-level BPE
                      training=Trainable(config_class="LlamaConfig", model_class="LlamaForCausalLM", masked_lm=False,
                                         byte_level=True, special_tokens=_BYTE_SPECIALS, hidden_dropout=False,
                                         grouped_query=True, config_fields=_llama_fields,
-                                        parameters=_llama_parameters)),
+                                        parameters=_llama_parameters, mlp_output="mlp.down_proj",
+                                        mlp_modules=("post_attention_layernorm", "mlp"))),
     "mistral": _LLAMA,
     "qwen2": replace(_LLAMA, word_start=("Ġ",)),
     "qwen3": replace(_LLAMA, query_key=None, word_start=("Ġ",)),  # q/k norms would undo a q/k scale

@@ -22,8 +22,8 @@ many rows (:func:`probes.importance.scores.leave_one_out` with ``method="one-at-
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import numpy as np
@@ -32,7 +32,13 @@ import numpy.typing as npt
 from probes.errors import ConfigError
 from probes.importance.batches import Batch, _as_batches, _in_index_order, _shape
 
-__all__ = ["DEFAULT_LOO_TOKENS", "ablated_metrics", "repeat_batch", "ablation_groups", "skips_lower_layers"]
+__all__ = ["DEFAULT_LOO_TOKENS", "Intervention", "ablated_metrics", "repeat_batch", "ablation_groups",
+           "skips_lower_layers"]
+
+#: Another way of ablating than :func:`probes.extraction.interventions.intervene` (resample ablation, in
+#: :mod:`probes.importance.function`): ``intervention(model, masks (K, L, H) bool tensor, batch)`` is a context
+#: manager under which the ``K`` row blocks of the repeated ``batch`` (its rows ``K`` times) have their heads ablated.
+Intervention = Callable[[Any, Any, Batch], AbstractContextManager[Any]]
 
 #: Padded tokens of one batched ablation pass (K copies x rows x width): twice the default batch, so a full
 #: batch runs 2 ablations at once and small batches run more.
@@ -145,8 +151,9 @@ def _skipped(layers: Sequence[Any], below: int, output: Any) -> Iterator[None]:
 
 
 def _batch_metrics(model: Any, batch: Batch, objective: Any, masks: npt.NDArray[np.bool_], ablation: str,
-                   means: Any, max_tokens: int, skip: bool, bar: Any) -> tuple[dict[str, npt.NDArray[np.float64]], ...]:
-    """Per mask (in order), ``{metric: (B,)}`` of ``batch`` with that mask's heads ablated."""
+                   means: Any, max_tokens: int, skip: bool, bar: Any, intervention: Intervention | None = None
+                   ) -> tuple[dict[str, npt.NDArray[np.float64]], ...]:
+    """Per mask (in order), ``{metric: (B, ...)}`` of ``batch`` with that mask's heads ablated."""
     import torch
 
     from probes.extraction.interventions import intervene
@@ -171,7 +178,8 @@ def _batch_metrics(model: Any, batch: Batch, objective: Any, masks: npt.NDArray[
             block = torch.from_numpy(np.ascontiguousarray(masks[members]))  # (K, L, H)
             replay = (_map_rows(kept[layer - 1], lambda t, k=k: t.repeat(k, *([1] * (t.dim() - 1))) if t.dim() >= 1
                                 and t.shape[0] == rows else t) if skip and layer > 0 else None)
-            with intervene(model, ablate=block, ablation=ablation, means=means), \
+            with (intervene(model, ablate=block, ablation=ablation, means=means) if intervention is None
+                  else intervention(model, block, batch)), \
                     (_skipped(layers, layer, replay) if replay is not None else _nothing()):
                 metrics = objective.evaluate(model, repeated)
             for j, m in enumerate(members):
@@ -187,13 +195,16 @@ def _nothing() -> Iterator[None]:
 
 def ablated_metrics(model: Any, batches: Sequence[Batch], objective: Any, masks: npt.ArrayLike, *,
                     ablation: str = "zero", means: Any = None, max_tokens: int = DEFAULT_LOO_TOKENS,
-                    skip_lower: bool | None = None, bar: Any = None) -> dict[str, npt.NDArray[np.float64]]:
-    """``{metric: (M, N)}`` the objective's per-sentence metrics (``evaluate``) with each mask's heads ablated.
+                    skip_lower: bool | None = None, bar: Any = None, intervention: Intervention | None = None
+                    ) -> dict[str, npt.NDArray[np.float64]]:
+    """``{metric: (M, N, ...)}`` the objective's per-sentence metrics (``evaluate``: ``(B, ...)`` per batch, e.g.
+    ``(B, T)`` per token; batches of one width then) with each mask's heads ablated.
 
     ``masks`` ``(M, L, H)`` bool; sentences in index order (``Batch.indices``). Several masks run as row blocks
     of one pass (at most ``max_tokens`` padded tokens a pass) and layers below a mask's lowest ablated layer
     are replayed from the unmodified pass when ``skip_lower`` (default: :func:`skips_lower_layers`).
-    ``bar`` (a :func:`probes.progress.bar`) is advanced by one per mask and batch.
+    ``bar`` (a :func:`probes.progress.bar`) is advanced by one per mask and batch. ``intervention`` replaces
+    ``intervene(ablate=..., ablation=ablation, means=means)`` by another way of ablating (:data:`Intervention`).
     """
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise ConfigError(f"max_tokens: expected a whole number >= 1, found {max_tokens!r}")
@@ -207,11 +218,11 @@ def ablated_metrics(model: Any, batches: Sequence[Batch], objective: Any, masks:
     rows: dict[str, list[Any]] = {}
     for batch in batches:
         per_mask = _batch_metrics(model, batch, objective, masks, ablation, means, max_tokens, skip,
-                                  bar if bar is not None else _NoBar())
+                                  bar if bar is not None else _NoBar(), intervention)
         for name in per_mask[0]:
             values = np.stack([np.asarray(p[name], dtype=np.float64) for p in per_mask], axis=1)  # (B, M)
             rows.setdefault(name, []).append((batch.indices, values))
-    return {name: _in_index_order(values).T for name, values in rows.items()}
+    return {name: np.swapaxes(_in_index_order(values), 0, 1) for name, values in rows.items()}
 
 
 class _NoBar:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from probes.reports.escape import clean_text, md_cell, md_heading, md_text
+from probes.run_record import json_ready
 
 __all__ = ["write_csv", "write_json", "markdown_table", "text_table", "format_value", "format_p", "md_cell",
            "md_heading", "md_text"]
@@ -65,7 +66,7 @@ def write_json(obj: Any, path: str | Path) -> Path:
     """Write ``obj`` as indented JSON (NaN written as null)."""
     from probes.reports.atomic import write_text
 
-    return write_text(Path(path), json.dumps(_clean(obj), indent=2, ensure_ascii=False) + "\n")  # whole or not at all
+    return write_text(Path(path), json.dumps(json_ready(obj), indent=2, ensure_ascii=False) + "\n")  # whole or not at all
 
 
 def markdown_table(
@@ -108,20 +109,6 @@ def _looks_numeric(text: str) -> bool:
     except ValueError:
         return text == "-"
     return True
-
-
-def _clean(obj: Any) -> Any:
-    if isinstance(obj, float):
-        return None if math.isnan(obj) or math.isinf(obj) else obj
-    if isinstance(obj, Mapping):
-        return {str(k): _clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
-    if hasattr(obj, "item") and callable(obj.item):  # numpy scalars
-        return _clean(obj.item())
-    if isinstance(obj, Path):
-        return str(obj)
-    return obj
 
 
 def flat_row(fields: Mapping[str, Any], one_based: Sequence[str] = ("layer", "head"),

@@ -186,6 +186,10 @@ def _symmetry_texts(config: TrainConfig, checkpoint: Path, n: int) -> list[str]:
 
     from probes.training.data import read_corpus
 
+    if config.task_spec is not None:  # a task run: its held-out sequences, one word per token
+        from probes.training.task_data import task_texts
+
+        return task_texts(config, n)
     tokenizer = AutoTokenizer.from_pretrained(checkpoint, trust_remote_code=False)
     texts: list[str] = []
     for text in read_corpus(config.treebank, config.select_on).dev:

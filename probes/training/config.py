@@ -21,10 +21,11 @@ from typing import Any
 from probes.errors import ConfigError
 from probes.extraction.families import Sizes, Trainable, trainable_families
 from probes.training.schemes import InitScheme
+from probes.training.tasks import ROLES, TASKS, TEXT, TaskSpec
 
 __all__ = ["TrainConfig", "ARCHS", "CHECKPOINT_RULES", "TRAIN_TOKENIZER", "BYTE_ALPHABET", "RESUME_EXEMPT",
            "MAX_LAYERS", "MAX_HEADS", "MAX_HIDDEN", "MAX_INTERMEDIATE", "MAX_SEQ_LEN", "MAX_BATCH_SIZE", "MAX_VOCAB",
-           "MAX_STEPS", "checkpoint_steps"]
+           "MAX_STEPS", "checkpoint_steps", "ATTENTION_ONLY_INTERMEDIATE", "LATER_OPTIONS", "hidden_size"]
 
 #: Architectures ``probes train`` builds (a BERT-style masked-LM encoder and two causal LMs): the families of
 #: :data:`probes.extraction.families.FAMILIES` with a ``training`` row, as the table held them at import.
@@ -56,6 +57,17 @@ MAX_BATCH_SIZE = 65536
 MAX_VOCAB = 1 << 20
 #: Most ``--steps`` (and ``--warmup``): what the other commands take as a count.
 MAX_STEPS = 1_000_000_000
+#: The MLP width of an ``--attention-only`` model: the smallest the families' configs take (its output is 0).
+ATTENTION_ONLY_INTERMEDIATE = 1
+#: Options added after ``training.json`` was first written, with their defaults: :meth:`TrainConfig.to_dict` leaves
+#: one out while it holds its default, so an older record writes back byte for byte (a missing one reads as it).
+LATER_OPTIONS: dict[str, Any] = {"attention_only": False, "head_dim": None}
+#: The task options (``--task`` and the task's own), later options too: a record without them is of natural text.
+TASK_OPTIONS: dict[str, Any] = {"task": TEXT, "task_vocab": 64, "period_min": 8, "period_max": 32,
+                                "task_roles": len(ROLES)}
+LATER_OPTIONS.update(TASK_OPTIONS)
+#: ``--tokenizer`` of a task run: the task's own vocabulary and the family's special tokens.
+TASK_TOKENIZER = "task"
 
 
 def checkpoint_steps(rule: str, steps: int) -> list[int]:
@@ -68,6 +80,25 @@ def checkpoint_steps(rule: str, steps: int) -> list[int]:
         out.add(power)
         power *= 2
     return sorted(out)
+
+
+def hidden_size(heads: int, hidden: int | None, head_dim: int | None) -> int:
+    """The hidden size of ``--heads`` with either ``--hidden`` or ``--head-dim`` (hidden = heads x head size).
+
+    Raises:
+        ConfigError: both given or neither (naming both options), or a product past :data:`MAX_HIDDEN`.
+    """
+    if hidden is not None and head_dim is None:
+        return hidden
+    if head_dim is None or hidden is not None:
+        found = "both" if hidden is not None else "neither"
+        raise ConfigError(f"--hidden, --head-dim: expected one of them (hidden = heads x head size), found {found}")
+    _whole("--heads", heads, 1, MAX_HEADS)
+    _whole("--head-dim", head_dim, 1, MAX_HIDDEN)
+    if heads * head_dim > MAX_HIDDEN:
+        raise ConfigError(f"--head-dim: expected --heads x --head-dim <= {MAX_HIDDEN}, found {heads} x {head_dim} = "
+                          f"{heads * head_dim}")
+    return heads * head_dim
 
 
 def _scheme(init: InitScheme | str) -> InitScheme:
@@ -117,8 +148,13 @@ class TrainConfig:
     Attributes:
         arch: ``bert`` (masked-LM encoder), ``gpt2`` or ``llama`` (causal LMs).
         layers, heads, hidden: the size; head size = ``hidden / heads`` (``heads`` must divide ``hidden``).
-        intermediate: the MLP's width (None: ``4 * hidden``).
+        intermediate: the MLP's width (None: ``4 * hidden``; :data:`ATTENTION_ONLY_INTERMEDIATE` when
+            ``attention_only``).
         kv_heads: key/value heads of Llama's grouped-query attention (None: one per head).
+        attention_only: blocks without an MLP: the family's own model with the MLP's output exactly 0 and never
+            trained (:attr:`~probes.extraction.families.Trainable.attention_only_rule`); False in older records.
+        head_dim: the head size the run fixed (``--head-dim``; ``hidden`` is then ``heads x head_dim``, see
+            :func:`hidden_size`); None: ``hidden`` was given, head size ``hidden / heads``.
         init: the initialisation scheme; given as its text (``identical+noise:0.01``), it is parsed on
             construction, so the field always holds an :class:`~probes.training.schemes.InitScheme`.
         attention_dropout: dropout on attention probabilities (0: symmetric starts stay symmetric).
@@ -131,16 +167,21 @@ class TrainConfig:
         checkpoints: where checkpoints are written (``log2``).
         max_minutes: stop cleanly at a checkpoint after this long (None: no limit); not part of the run's
             identity, so a run stopped by it resumes with another limit.
+        task: ``text`` (``treebank``, the default), ``induction`` or ``roles`` (:mod:`probes.training.tasks`:
+            no data files, the tokenizer ``task``); task_vocab, period_min, period_max, task_roles: the task's
+            options (:class:`~probes.training.tasks.TaskSpec`); each at its default for ``text``.
     """
 
     arch: str
     layers: int
     heads: int
     hidden: int
-    treebank: tuple[str, ...]
+    treebank: tuple[str, ...] = ()
     init: InitScheme = InitScheme("independent")
     intermediate: int | None = None
     kv_heads: int | None = None
+    attention_only: bool = False
+    head_dim: int | None = None
     attention_dropout: float = 0.0
     hidden_dropout: float = 0.0
     seed: int = 0
@@ -155,6 +196,11 @@ class TrainConfig:
     select_on: str | None = None
     checkpoints: str = "log2"
     max_minutes: float | None = None
+    task: str = TEXT
+    task_vocab: int = 64
+    period_min: int = 8
+    period_max: int = 32
+    task_roles: int = len(ROLES)
 
     def __post_init__(self) -> None:
         treebank = (self.treebank,) if isinstance(self.treebank, str) else tuple(self.treebank)
@@ -164,7 +210,8 @@ class TrainConfig:
             raise ConfigError(f"--arch: expected one of {', '.join(archs)}, found {_short(self.arch)}")
         self._check_size()
         self._check_training()
-        self._check_data()
+        if self._check_task():  # a task run reads no data files
+            self._check_data()
 
     def _check_size(self) -> None:
         _whole("--layers", self.layers, 1, MAX_LAYERS)
@@ -173,8 +220,21 @@ class TrainConfig:
         if self.hidden % self.heads:
             raise ConfigError(f"--heads: expected a divisor of --hidden {self.hidden} (head size = hidden / heads), "
                               f"found {self.heads}")
+        if self.head_dim is not None:
+            _whole("--head-dim", self.head_dim, 1, MAX_HIDDEN)
+            if self.hidden != self.heads * self.head_dim:
+                raise ConfigError(f"--hidden, --head-dim: expected --hidden = --heads x --head-dim = "
+                                  f"{self.heads * self.head_dim} (give one of them), found --hidden {self.hidden}")
+        if not isinstance(self.attention_only, bool):
+            raise ConfigError(f"--attention-only: expected true or false, found {_short(self.attention_only)}")
         if self.intermediate is not None:
             _whole("--intermediate", self.intermediate, 1, MAX_INTERMEDIATE)
+            if self.attention_only:
+                raise ConfigError(f"--intermediate: expected none with --attention-only (no MLP), found "
+                                  f"{self.intermediate}")
+        if self.attention_only and not self.family.mlp_output:
+            raise ConfigError(f"--attention-only: expected an --arch whose families row names its MLP, found "
+                              f"{self.arch}")
         if self.kv_heads is not None:
             if not self.family.grouped_query:
                 grouped = ", ".join(name for name, row in trainable_families().items() if row.grouped_query)
@@ -202,6 +262,39 @@ class TrainConfig:
         checkpoint_steps(self.checkpoints, self.steps)
         if self.max_minutes is not None:
             _number("--max-minutes", self.max_minutes, 0.0, None, low_open=True)
+
+    def _check_task(self) -> bool:
+        """Check ``task`` and its options; True for natural text (whose data files are checked next)."""
+        if self.task not in TASKS:
+            raise ConfigError(f"--task: expected one of {', '.join(TASKS)}, found {_short(self.task)}")
+        if self.task == TEXT:
+            for name, default in TASK_OPTIONS.items():
+                if name != "task" and getattr(self, name) != default:
+                    raise ConfigError(f"--{name.replace('_', '-')}: expected {default!r} for --task text (an option "
+                                      f"of the induction and roles tasks), found {_short(getattr(self, name))}")
+            return True
+        if self.masked_lm:
+            causal = ", ".join(name for name, row in trainable_families().items() if not row.masked_lm)
+            raise ConfigError(f"--arch: expected a causal LM ({causal}) for --task {self.task} (the loss is on the "
+                              f"positions the sequence so far predicts), found {self.arch}")
+        if self.treebank or self.select_on is not None:
+            flag, found = ("--treebank", list(self.treebank)) if self.treebank else ("--select-on", self.select_on)
+            raise ConfigError(f"{flag}: expected none for --task {self.task} (the task draws its own sequences), "
+                              f"found {_short(found)}")
+        if self.tokenizer == "train:4000":  # the default of --tokenizer: the task's own vocabulary instead
+            object.__setattr__(self, "tokenizer", TASK_TOKENIZER)
+        if self.tokenizer != TASK_TOKENIZER:
+            raise ConfigError(f"--tokenizer: expected none for --task {self.task} (its own vocabulary), found "
+                              f"{_short(self.tokenizer)}")
+        return self.task_spec is None  # False; TaskSpec checks the task's options, each ConfigError naming one
+
+    @property
+    def task_spec(self) -> TaskSpec | None:
+        """The synthetic task the run trains on (its options); None for natural text."""
+        if self.task == TEXT:
+            return None
+        return TaskSpec(self.task, vocab=self.task_vocab, seq_len=self.seq_len, period_min=self.period_min,
+                        period_max=self.period_max, roles=self.task_roles)
 
     def _check_data(self) -> None:
         if not self.treebank or not all(isinstance(t, str) and t.strip() for t in self.treebank):
@@ -238,7 +331,10 @@ class TrainConfig:
 
     @property
     def intermediate_size(self) -> int:
-        """The MLP's width: ``intermediate``, else ``4 * hidden``."""
+        """The MLP's width: :data:`ATTENTION_ONLY_INTERMEDIATE` when ``attention_only``, else ``intermediate``,
+        else ``4 * hidden``."""
+        if self.attention_only:
+            return ATTENTION_ONLY_INTERMEDIATE
         return self.intermediate if self.intermediate is not None else 4 * self.hidden
 
     @property
@@ -267,8 +363,10 @@ class TrainConfig:
 
     # ------------------------------------------------------------------------------------------ records
     def to_dict(self) -> dict[str, Any]:
-        """Every option, JSON-ready (``treebank`` as a list, ``init`` as its text)."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        """Every option, JSON-ready (``treebank`` as a list, ``init`` as its text; an option of
+        :data:`LATER_OPTIONS` only when it is not its default)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+               if f.name not in LATER_OPTIONS or getattr(self, f.name) != LATER_OPTIONS[f.name]}
         out["treebank"] = list(self.treebank)
         out["init"] = self.init.text
         return out
@@ -284,8 +382,10 @@ class TrainConfig:
         return cls(**values)
 
     def resume_key(self) -> dict[str, Any]:
-        """The options a resumed run must share with the run it continues (all but ``max_minutes``)."""
-        return {k: v for k, v in self.to_dict().items() if k not in RESUME_EXEMPT}
+        """The options a resumed run must share with the run it continues (all but ``max_minutes``; those of
+        :data:`LATER_OPTIONS` too, at their defaults)."""
+        full = {**self.to_dict(), **{k: getattr(self, k) for k in LATER_OPTIONS}}
+        return {k: v for k, v in full.items() if k not in RESUME_EXEMPT}
 
     def differences(self, other: TrainConfig) -> list[str]:
         """``--name: A -> B`` for every option of :meth:`resume_key` that differs between ``self`` and ``other``."""

@@ -9,7 +9,7 @@ are read or a tensor is made. The estimate (:func:`estimate_memory`):
   the LM head), as transformers builds them;
 * **training state**: 16 bytes per parameter (float32 weights, their gradients and AdamW's two moments);
 * **activations** of one batch kept for the backward pass, float32: per layer and token about ``16 x hidden +
-  2 x intermediate`` values plus three ``seq_len``-long attention rows per head (scores, probabilities,
+  2 x intermediate`` values (intermediate 1 for an attention-only model) plus three ``seq_len``-long attention rows per head (scores, probabilities,
   dropout), and three values per vocabulary entry per token for the logits.
 
 The estimate errs low (measured peaks of small models on CPU ran up to twice it, with the allocator's and the
@@ -147,8 +147,9 @@ def check_memory(config: TrainConfig, vocab: int | None = None,
     """
     need = estimate_memory(config, vocab)
     found = available_memory() if available is None else available
+    width = "--attention-only" if config.attention_only else f"--intermediate {config.intermediate_size}"
     size = (f"--arch {config.arch} --layers {config.layers} --heads {config.heads} --hidden {config.hidden} "
-            f"--intermediate {config.intermediate_size}" + ("" if vocab is None else f" ({vocab} tokens)"))
+            f"(head size {config.head_size}) {width}" + ("" if vocab is None else f" ({vocab} tokens)"))
     training = (f"{_gib(need.total)} to train ({_gib(need.state)} for weights, gradients and AdamW's moments at 4 "
                 f"bytes each, {_gib(need.activations)} for the activations of --batch-size {config.batch_size} x "
                 f"--seq-len {config.seq_len})")

@@ -6,8 +6,8 @@ The run folder's ``training.json`` (written before the first step, :mod:`probes.
 unigram baseline and the rules behind the numbers. Each checkpoint's ``training.json`` is a
 :class:`CheckpointRecord`: the run's record and, beside it, the step, the tokens seen and both losses. Both are
 written and read only through these types (``to_dict`` / ``from_dict``): JSON with sorted keys and a two-space
-indent (:func:`record_text`). The scheme, the seeds and the objective are written for a person to read; they are
-the config's (:attr:`TrainConfig.init`, ``seed``, ``data_seed``, ``arch``), so reading takes them from there.
+indent (:func:`record_text`). The scheme, the seeds, the objective and (for an attention-only model) the
+``attention_only_rule`` are written for a person to read; they are the config's (:attr:`TrainConfig.init`, ``seed``, ``data_seed``, ``arch``), so reading takes them from there.
 
 A record that lacks a field, or holds one of the wrong type, is one :class:`~probes.errors.InputError` naming the
 file and the field; keys a record does not know are passed over. No torch import.
@@ -157,7 +157,10 @@ class TrainingRecord:
 
     @property
     def objective(self) -> str:
-        """``masked-LM`` or ``causal-LM``: what the held-out loss measures."""
+        """``masked-LM`` or ``causal-LM``: what the held-out loss measures (a task run: on the task's predictable
+        positions only, and it says so)."""
+        if self.config.task_spec is not None:
+            return f"causal-LM ({self.config.task} task, predictable positions only)"
         return "masked-LM" if self.config.masked_lm else "causal-LM"
 
     def to_dict(self) -> dict[str, Any]:
@@ -167,7 +170,20 @@ class TrainingRecord:
                 "data": self.data.to_dict(), "tokenizer": self.tokenizer.to_dict(), "objective": self.objective,
                 "processes": self.processes, "unigram_dev_loss": self.unigram_dev_loss,
                 "unigram_rule": self.unigram_rule, "tokens_rule": self.tokens_rule,
-                "optimizer": self.optimizer.to_dict()}
+                "optimizer": self.optimizer.to_dict(), **self._attention_only(), **self._task()}
+
+    def _task(self) -> dict[str, Any]:
+        """``task``: a task run's task (options, roles, loss and data rules), for a person to read (derived from the
+        config); nothing for natural text, so a record without it is of text, as every record before tasks."""
+        spec = self.config.task_spec
+        return {} if spec is None else {"task": spec.describe()}
+
+    def _attention_only(self) -> dict[str, str]:
+        """``attention_only_rule``: how an attention-only model's MLP adds exactly 0 (written for a person, derived
+        from the config: only for ``config.attention_only``, which a record without it holds as False)."""
+        if not self.config.attention_only:
+            return {}
+        return {"attention_only_rule": self.config.family.attention_only_rule}
 
     @classmethod
     def from_dict(cls, data: Any, path: str | Path | None = None) -> TrainingRecord:

@@ -57,6 +57,7 @@ from probes.training.runfolder import (
     resume_state,
     run_differences,
 )
+from probes.training.tasks import TaskSpec
 from probes.world import launched_main, launched_processes
 
 __all__ = ["TrainingRun", "train", "RUN_FILE", "TOKENIZER_DIR", "RESUME_DIR", "DEV_BLOCKS", "OPTIMIZER"]
@@ -111,6 +112,7 @@ class _Data:
     train: npt.NDArray[np.int64]
     dev_batches: list[dict[str, Any]]
     record: TrainingRecord
+    examples: Any = None  # Any: a task run's probes.training.task_data.TaskExamples (torch-side, imported lazily)
 
 
 def _check_run_folder(out: Path, config: TrainConfig) -> TrainingRecord | None:
@@ -175,6 +177,8 @@ def _prepare(config: TrainConfig, out: Path, previous: TrainingRecord | None) ->
     from probes.training.data import read_corpus, token_blocks
     from probes.training.tokenizer import build_tokenizer, describe_tokenizer
 
+    if config.task_spec is not None:
+        return _prepare_task(config, config.task_spec, out)
     corpus = read_corpus(config.treebank, config.select_on)
     if previous is not None:
         _check_data(out, previous, corpus.sources)
@@ -197,6 +201,36 @@ def _prepare(config: TrainConfig, out: Path, previous: TrainingRecord | None) ->
                             processes=launched_processes(), unigram_dev_loss=baseline, unigram_rule=UNIGRAM_RULE,
                             tokens_rule=_TOKENS_RULE, optimizer=_OPTIMIZER)
     return _Data(tokenizer=tokenizer, train=train_blocks, dev_batches=dev, record=record)
+
+
+def _prepare_task(config: TrainConfig, spec: TaskSpec, out: Path) -> _Data:
+    """A task run's data (:mod:`probes.training.task_data`): no files read; the tokenizer is the task's own
+    vocabulary, the examples are drawn when asked for, the loss is on the predictable positions."""
+    from probes.training.curves import UNIGRAM_RULE, unigram_loss
+    from probes.training.record import TokenizerRecord
+    from probes.training.task_data import TOKENIZER_KIND, TaskExamples, labelled, task_dev_batches, task_tokenizer
+    from probes.training.tasks import TRAIN_STREAM
+
+    tokenizer = task_tokenizer(config)
+    _check_tokenizer(out, tokenizer)
+    offset, world = len(config.family.special_tokens), launched_processes()
+    count = config.steps * config.batch_size * world
+    examples = TaskExamples(spec, config.data_seed, count, offset)
+    dev = task_dev_batches(config, offset, DEV_BLOCKS)
+    sample = np.concatenate([labelled(spec.example(config.data_seed, TRAIN_STREAM, i), offset)[0]
+                             for i in range(min(count, DEV_BLOCKS))])  # what the unigram baseline is fit on
+    targets = np.concatenate([b["labels"].numpy()[:, 1:] for b in dev])
+    baseline = unigram_loss(sample, targets[targets != -100], len(tokenizer))
+    rule = f"{DEV_BLOCKS} sequences of the held-out stream of --data-seed (none of them trained on)"
+    data = DataRecord(sources=(), train_sentences=count, dev_sentences=DEV_BLOCKS, dev_rule=rule,
+                      train_blocks=count, dev_blocks=DEV_BLOCKS)
+    described = TokenizerRecord(spec=config.tokenizer, kind=TOKENIZER_KIND, vocab_size=len(tokenizer),
+                                trained_on=None)
+    record = TrainingRecord(config=config, data=data, tokenizer=described, processes=world,
+                            unigram_dev_loss=baseline, unigram_rule=UNIGRAM_RULE + " (the first training sequences)",
+                            tokens_rule=_TOKENS_RULE, optimizer=_OPTIMIZER)
+    return _Data(tokenizer=tokenizer, train=sample.reshape(-1, config.seq_len), dev_batches=dev, record=record,
+                 examples=examples)
 
 
 def _check_tokenizer(out: Path, tokenizer: Any) -> None:
@@ -336,6 +370,7 @@ def _fit(config: TrainConfig, out: Path, data: _Data, progress: bool, callbacks:
 
     from probes.training.callbacks import Checkpointer, Progress, SeededCollator
     from probes.training.models import build_model
+    from probes.training.task_data import TaskCollator
 
     args = _arguments(config, out)
     if args.world_size != launched_processes():
@@ -343,7 +378,8 @@ def _fit(config: TrainConfig, out: Path, data: _Data, progress: bool, callbacks:
                           f"(WORLD_SIZE), found {args.world_size} ({args.parallel_mode}); launch with torchrun or "
                           "accelerate launch")
     model = build_model(config, data.tokenizer)
-    collator = SeededCollator(tokenizer=data.tokenizer, mlm=config.masked_lm, data_seed=config.data_seed)
+    kind = SeededCollator if data.examples is None else TaskCollator  # a task's examples carry their labels
+    collator = kind(tokenizer=data.tokenizer, mlm=config.masked_lm, data_seed=config.data_seed)
     world = max(1, args.world_size)
     with args.main_process_first(local=False, desc="the run folder"):  # rank 0 tidied it (train) before this
         state = resume_state(out)
@@ -351,7 +387,8 @@ def _fit(config: TrainConfig, out: Path, data: _Data, progress: bool, callbacks:
     checkpointer = Checkpointer(config.checkpoint_steps(), _writer(out, data, config, world), collator,
                                 max_minutes=config.max_minutes, has=lambda step: step in done)
     bar = Progress(config.batch_size * world * config.seq_len, enabled=progress)
-    trainer = Trainer(model=model, args=args, train_dataset=_Blocks(data.train), data_collator=collator,
+    dataset = _Blocks(data.train) if data.examples is None else data.examples
+    trainer = Trainer(model=model, args=args, train_dataset=dataset, data_collator=collator,
                       callbacks=[checkpointer, bar, *callbacks])
     trainer.remove_callback(PrinterCallback)
     _save_or_write_error(trainer, out / RESUME_DIR)
