@@ -28,6 +28,7 @@ from probes.training.config import (
     TASK_OPTIONS,
     TrainConfig,
     hidden_size,
+    parse_init,
 )
 from probes.training.schemes import InitScheme
 from probes.training.tasks import MAX_TASK_VOCAB, ROLES, TASKS, TEXT
@@ -47,12 +48,10 @@ MAX_SEED = 2**32 - 1
 
 def _init_scheme(value: str | InitScheme) -> InitScheme:
     """``--init`` parsed into its scheme, once, while the command line is read (a usage error naming the option)."""
-    if isinstance(value, InitScheme):
-        return value
     try:
-        return InitScheme.parse(value)
+        return parse_init(value)
     except ConfigError as exc:
-        raise typer.BadParameter(exc.reason, param_hint="--init") from None
+        raise typer.BadParameter(exc.reason.removeprefix("--init: "), param_hint="--init") from None
 
 
 def _hidden_size(heads: int, hidden: int | None, head_dim: int | None) -> int:

@@ -101,7 +101,7 @@ def hidden_size(heads: int, hidden: int | None, head_dim: int | None) -> int:
     return heads * head_dim
 
 
-def _scheme(init: InitScheme | str) -> InitScheme:
+def parse_init(init: InitScheme | str) -> InitScheme:
     """``init`` as an :class:`InitScheme`: its text parsed (the one place it is), a scheme kept as it is."""
     if isinstance(init, InitScheme):
         return init
@@ -243,7 +243,7 @@ class TrainConfig:
             _whole("--kv-heads", self.kv_heads, 1, MAX_HEADS)
             if self.heads % self.kv_heads:
                 raise ConfigError(f"--kv-heads: expected a divisor of --heads {self.heads}, found {self.kv_heads}")
-        object.__setattr__(self, "init", _scheme(self.init))  # parsed here, once
+        object.__setattr__(self, "init", parse_init(self.init))  # parsed here, once
         _number("--attention-dropout", self.attention_dropout, 0.0, 1.0)
         _number("--hidden-dropout", self.hidden_dropout, 0.0, 1.0)
         if not self.family.hidden_dropout and self.hidden_dropout:
