@@ -28,6 +28,7 @@ from probes.result_checks import value_problems
 
 __all__ = ["Part", "RunOptions", "RunTimings", "Selection", "ExtractorInfo", "BoardSummary", "ExperimentInfo",
            "ReportOptions", "UnitOptions", "ExperimentUnit", "TrainingSummary", "SymmetrySummary",
+           "StepSymmetrySummary",
            "LeaderboardDetails", "CoreferenceDetails", "AtlasDetails", "ProbeDetails", "MatchDetails",
            "ImportanceDetails", "TrainDetails", "ExperimentDetails", "RunDetails", "plain", "placed_keys", "shown"]
 
@@ -230,6 +231,8 @@ class ExperimentInfo(Part):
     out: str | None = None
     cell: str | None = None
     seed: int | None = None
+    #: ``role-lab`` for a role-lab run (:mod:`probes.runs.role_lab`); None for an ordinary experiment.
+    kind: str | None = None
 
 
 @dataclass(frozen=True, eq=False, kw_only=True, repr=False)
@@ -288,6 +291,20 @@ class SymmetrySummary(Part):
 
     sentences: int | None = None
     asked: int | None = None
+
+
+@dataclass(frozen=True, eq=False, kw_only=True, repr=False)
+class StepSymmetrySummary(Part):
+    """``symmetry_steps`` of ``probes train --symmetry-steps K``: the head distances at every step ``0..K``
+    (``asked``: K; ``last_step``: the last step measured; ``folder``: where they are saved; ``skipped``: why none
+    were measured)."""
+
+    asked: int | None = None
+    last_step: int | None = None
+    sentences: int | None = None
+    folder: str | None = None
+    skipped: str | None = None
+    rule: str | None = None
 
 
 # --------------------------------------------------------------------------------------------- sections
@@ -363,6 +380,7 @@ class TrainDetails:
     scheme: Mapping[str, Any] | None = None
     tokenizer: Mapping[str, Any] | None = None
     symmetry: SymmetrySummary | None = None
+    symmetry_steps: StepSymmetrySummary | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -377,6 +395,8 @@ class ExperimentDetails:
     report_options: ReportOptions | None = None
     status: str | None = None
     train: Mapping[str, Any] | None = None
+    #: A role-lab run's settings: workers, cells, pretrained models, families, permutations and draws.
+    role_lab: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -319,6 +319,12 @@ def atlas_result():
                  example_words=pairs[0][0].words, example=pairs[0][1].tokens, record={"model": "random"})
 
 #: One line per result type (or variant, ``Type/variant``): a factory building a real instance.
+def _role_lab_comparison() -> Result:
+    """The role lab's comparison of a planted grid (tests/compare/test_role_lab.py)."""
+    planted = importlib.import_module("tests.compare.test_role_lab")._experiment()
+    return importlib.import_module("probes.compare.role_lab").role_lab(*planted, n_permutations=200, seed=0)
+
+
 CASES: dict[str, Callable[[], Result]] = {
     "HeadScores": head_scores,
     "HeadScores/no-units": head_scores_without_units,
@@ -358,6 +364,8 @@ CASES: dict[str, Callable[[], Result]] = {
     "PruningResult": lambda: importlib.import_module("tests.importance.cases").pruning_result(),
     "OnePerLayer": lambda: importlib.import_module("tests.importance.cases").one_per_layer(),
     "FunctionTests": lambda: importlib.import_module("tests.importance.test_function_ablations").function_result(),
+    **{name: (lambda name=name: importlib.import_module("tests.compare.test_seed_families").case(name))
+       for name in ("MultiBootstrap", "MultiBootstrapDifference", "RoleStability", "FamilyRoles")},
     "HeadImportance": lambda: importlib.import_module("probes.runs.importance").HeadImportance(
         model="package:tiny", result=importlib.import_module("tests.importance.cases").importance_result(),
         record={"command": "probes importance", "options": {"objective": "representation"}}),
@@ -379,6 +387,11 @@ CASES: dict[str, Callable[[], Result]] = {
     "LabRun/no-symmetry": lambda: importlib.import_module("probes.runs.experiment_train").LabRun(
         cell="heads-1", seed=1, curves=CASES["TrainingCurves"](), symmetry=None, seconds=0.5,
         tokens_per_second=100.0, last_step=4, folder="train/heads-1/seed-1", resumed_from=2),
+    "LabModelAnalysis": lambda: importlib.import_module("tests.compare.test_role_lab")._experiment()[0][0],
+    "RoleLabComparison": lambda: _role_lab_comparison(),
+    "RoleLabRun": lambda: importlib.import_module("probes.runs.role_lab").RoleLabRun(
+        comparison=_role_lab_comparison(), families=(CASES["FamilyRoles"](),),
+        record={"command": "probes run", "experiment": {"name": "lab", "kind": "role-lab"}}),
     "TrainReport": lambda: importlib.import_module("probes.runs.train").TrainReport(
         run=importlib.import_module("probes.training.trainer").TrainingRun(
             out=Path("runs/t"), config=importlib.import_module("probes.training.config").TrainConfig(

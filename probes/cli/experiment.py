@@ -45,6 +45,8 @@ def run_cli(
     from probes.runs.experiment import run_experiment
 
     run = run_experiment(experiment, out=out, progress=progress, fresh=fresh, limit=limit)
+    if run is None:  # a torchrun rank other than 0 of a role-lab run: rank 0 writes and prints the report
+        return
     typer.echo(run.format())
     folder = Path(run.info.out or ".")
     typer.echo(f"Report: {folder / 'report.md'} and {folder / 'report.html'}")

@@ -89,6 +89,42 @@ _TASK: dict[str, Any] = {
 }
 
 
+#: The options of the Training panel, defined here to keep the command's signature short.
+_RUN: dict[str, Any] = {
+    "init": typer.Option("independent", "--init", metavar="SCHEME", parser=_init_scheme,
+                         rich_help_panel=options.TRAINING_PANEL, help="independent, identical or identical+noise:EPS."),
+    "attention_dropout": typer.Option(0.0, "--attention-dropout", min=0.0, max=1.0, metavar="P",
+                                      rich_help_panel=options.TRAINING_PANEL,
+                                      help="Dropout on attention probabilities (0 keeps identical heads equal)."),
+    "hidden_dropout": typer.Option(0.0, "--hidden-dropout", min=0.0, max=1.0, metavar="P",
+                                   rich_help_panel=options.TRAINING_PANEL,
+                                   help="Every other dropout (embeddings, residual, MLP); none in Llama."),
+    "seed": typer.Option(0, "--seed", min=0, max=MAX_SEED, metavar="S", rich_help_panel=options.TRAINING_PANEL,
+                         help="Seed of the initialisation and of dropout."),
+    "data_seed": typer.Option(0, "--data-seed", min=0, max=MAX_SEED, metavar="S", rich_help_panel=options.TRAINING_PANEL,
+                              help="Seed of the data order and masks."),
+    "steps": typer.Option(1000, "--steps", min=1, max=MAX_STEPS, metavar="N", rich_help_panel=options.TRAINING_PANEL,
+                          help="Optimizer steps."),
+    "batch_size": typer.Option(32, "--batch-size", min=1, max=MAX_BATCH_SIZE, metavar="N",
+                               rich_help_panel=options.TRAINING_PANEL, help="Blocks per step."),
+    "seq_len": typer.Option(64, "--seq-len", min=4, max=MAX_SEQ_LEN, metavar="N", rich_help_panel=options.TRAINING_PANEL,
+                            help="Tokens per block (and the model's largest position)."),
+    "learning_rate": typer.Option(1e-3, "--learning-rate", min=0.0, metavar="LR", rich_help_panel=options.TRAINING_PANEL,
+                                  help="Peak AdamW learning rate (linear decay to 0)."),
+    "warmup": typer.Option(0, "--warmup", min=0, max=MAX_STEPS, metavar="N", rich_help_panel=options.TRAINING_PANEL,
+                           help="Warm-up steps."),
+    "weight_decay": typer.Option(0.0, "--weight-decay", min=0.0, metavar="W", rich_help_panel=options.TRAINING_PANEL,
+                                 help="AdamW weight decay."),
+    "max_minutes": typer.Option(None, "--max-minutes", min=0.0, metavar="M", rich_help_panel=options.TRAINING_PANEL,
+                                help="Stop cleanly at a checkpoint after M minutes (resume later)."),
+}
+#: ``--symmetry-steps``: the head distances at every early step (probes.training.step_symmetry).
+_SYMMETRY_STEPS = typer.Option(0, "--symmetry-steps", min=0, max=MAX_STEPS, metavar="K",
+                               rich_help_panel=options.ANALYSIS_PANEL,
+                               help="Also the distances at every step 0..K, in memory while training "
+                                    "(symmetry-steps/; 0: off).")
+
+
 @command("train", help=_HELP)
 def train_cli(
     arch: str = typer.Option(..., "--arch", metavar="|".join(ARCHS), callback=options.one_of("--arch", ARCHS),
@@ -112,8 +148,10 @@ def train_cli(
                                             help="Held-out data (default: a fixed tenth of --treebank)."),
     task: str = _TASK["task"], task_vocab: int = _TASK["task_vocab"], task_roles: int = _TASK["task_roles"], period_min: int = _TASK["period_min"], period_max: int = _TASK["period_max"],
     out: Path = options.out_option(..., help="Run folder (checkpoints/, curves, run.json)."),
-    checkpoints: str = typer.Option("log2", "--checkpoints", metavar="log2", rich_help_panel=options.OUTPUT_PANEL,
-                                    help="Checkpoint steps: log2 = 0, 1, 2, 4, 8, ... and the last."),
+    checkpoints: str = typer.Option("log2", "--checkpoints", metavar="log2|log2+50",
+                                    rich_help_panel=options.OUTPUT_PANEL,
+                                    help="Checkpoint steps: log2 = 0, 1, 2, 4, 8, ... and the last; log2+50 adds "
+                                         "every 50th."),
     figure_format: str = options.figure_format_option(),
     overwrite: bool = options.overwrite_option(),
     progress: bool = options.progress_option(),
@@ -121,32 +159,12 @@ def train_cli(
                                            rich_help_panel=options.ANALYSIS_PANEL,
                                            help="Held-out sentences for the distances between each layer's heads "
                                                 "(0: skip)."),
-    init: InitScheme = typer.Option("independent", "--init", metavar="SCHEME", parser=_init_scheme,
-                                    rich_help_panel=options.TRAINING_PANEL, help="independent, identical or identical+noise:EPS."),
-    attention_dropout: float = typer.Option(0.0, "--attention-dropout", min=0.0, max=1.0, metavar="P",
-                                            rich_help_panel=options.TRAINING_PANEL,
-                                            help="Dropout on attention probabilities (0 keeps identical heads equal)."),
-    hidden_dropout: float = typer.Option(0.0, "--hidden-dropout", min=0.0, max=1.0, metavar="P",
-                                         rich_help_panel=options.TRAINING_PANEL,
-                                         help="Every other dropout (embeddings, residual, MLP); none in Llama."),
-    seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, metavar="S", rich_help_panel=options.TRAINING_PANEL,
-                             help="Seed of the initialisation and of dropout."),
-    data_seed: int = typer.Option(0, "--data-seed", min=0, max=MAX_SEED, metavar="S", rich_help_panel=options.TRAINING_PANEL,
-                                  help="Seed of the data order and masks."),
-    steps: int = typer.Option(1000, "--steps", min=1, max=MAX_STEPS, metavar="N", rich_help_panel=options.TRAINING_PANEL,
-                              help="Optimizer steps."),
-    batch_size: int = typer.Option(32, "--batch-size", min=1, max=MAX_BATCH_SIZE, metavar="N", rich_help_panel=options.TRAINING_PANEL,
-                                   help="Blocks per step."),
-    seq_len: int = typer.Option(64, "--seq-len", min=4, max=MAX_SEQ_LEN, metavar="N", rich_help_panel=options.TRAINING_PANEL,
-                                help="Tokens per block (and the model's largest position)."),
-    learning_rate: float = typer.Option(1e-3, "--learning-rate", min=0.0, metavar="LR", rich_help_panel=options.TRAINING_PANEL,
-                                        help="Peak AdamW learning rate (linear decay to 0)."),
-    warmup: int = typer.Option(0, "--warmup", min=0, max=MAX_STEPS, metavar="N", rich_help_panel=options.TRAINING_PANEL,
-                               help="Warm-up steps."),
-    weight_decay: float = typer.Option(0.0, "--weight-decay", min=0.0, metavar="W", rich_help_panel=options.TRAINING_PANEL,
-                                       help="AdamW weight decay."),
-    max_minutes: Optional[float] = typer.Option(None, "--max-minutes", min=0.0, metavar="M", rich_help_panel=options.TRAINING_PANEL,
-                                                help="Stop cleanly at a checkpoint after M minutes (resume later)."),
+    symmetry_steps: int = _SYMMETRY_STEPS,
+    init: InitScheme = _RUN["init"], attention_dropout: float = _RUN["attention_dropout"],
+    hidden_dropout: float = _RUN["hidden_dropout"], seed: int = _RUN["seed"], data_seed: int = _RUN["data_seed"],
+    steps: int = _RUN["steps"], batch_size: int = _RUN["batch_size"], seq_len: int = _RUN["seq_len"],
+    learning_rate: float = _RUN["learning_rate"], warmup: int = _RUN["warmup"], weight_decay: float = _RUN["weight_decay"],
+    max_minutes: Optional[float] = _RUN["max_minutes"],
     config: Optional[Path] = options.config_option(),
 ) -> None:
     from probes.runs.train import train_model
@@ -161,8 +179,9 @@ def train_cli(
         period_min=period_min, period_max=period_max, task_roles=task_roles)
     report = train_model(settings, out, progress=progress, overwrite=overwrite,
                          record={"options": {"config": str(config) if config else None,
-                                             "symmetry_sentences": symmetry_sentences}},
-                         symmetry_sentences=symmetry_sentences)
+                                             "symmetry_sentences": symmetry_sentences,
+                                             "symmetry_steps": symmetry_steps}},
+                         symmetry_sentences=symmetry_sentences, symmetry_steps=symmetry_steps)
     paths = report.write(out, figure_format=figure_format, overwrite=overwrite)
     typer.echo(report.format(), nl=False)
     from probes.reports.training import baseline_warning

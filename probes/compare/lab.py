@@ -10,9 +10,10 @@ capacity, and when roles form (issue 27 part 3; seed_methods.md §g).
 * ``match`` units (:class:`~probes.runs.match.MatchRun` between two seeds' final models of one cell).
 
 (a) per cell, layer and step the mean distance between the distinct heads of a layer (mean over pairs, then over
-seeds, with the range over seeds), the growth rate of that distance for identical+noise cells (:func:`growth_rate`),
-the final held-out loss per cell, and whether identical heads stay identical (measured: every distance exactly 0)
-beside the reason. (b), (c), (d): :mod:`probes.compare.lab_roles`. Intervals over seeds are ranges
+seeds, with the range over seeds), the peak local growth rate of that distance for identical+noise cells
+(:func:`growth_rows`: :func:`probes.compare.growth.peak_growth` on the distances at every step when the train unit
+measured them, else on its checkpoints), the final held-out loss per cell, and whether identical heads stay
+identical (measured: every distance exactly 0) beside the reason. (b), (c), (d): :mod:`probes.compare.lab_roles`. Intervals over seeds are ranges
 (:data:`~probes.compare.lab_types.SEED_INTERVAL`): with 3 seeds a bootstrap or t interval would claim more than
 three numbers hold.
 """
@@ -27,12 +28,17 @@ import numpy as np
 import numpy.typing as npt
 
 from probes.compare import lab_roles
+from probes.compare.growth import GROWTH_RULE as PEAK_RULE
+from probes.compare.growth import GrowthFit, peak_growth
 from probes.compare.lab_cells import LabCell, lab_cells, lab_info, pair_means, seed_range
 from probes.compare.lab_types import FinalLoss, GrowthRate, LabTables, SymmetryStep, SymmetryVerdict
+from probes.compare.role_lab_symmetry import GROWTH_WINDOW
 from probes.compare.types import Unit
+from probes.errors import ConfigError
 
-__all__ = ["lab_tables", "growth_rate", "rising_window", "symmetry_rows", "growth_rows", "loss_row", "verdict_row",
-           "SYMMETRY_REASON", "DROPOUT_REASON", "LOSS_RULE", "GROWTH_RULE", "SYMMETRY_RULE", "VERDICT_RULE"]
+__all__ = ["lab_tables", "seed_growth", "symmetry_rows", "growth_rows", "loss_row", "verdict_row",
+           "SYMMETRY_REASON", "DROPOUT_REASON", "LOSS_RULE", "GROWTH_RULE", "SYMMETRY_RULE", "VERDICT_RULE",
+           "CHECKPOINT_WINDOW"]
 
 #: Why identical heads stay identical without attention dropout (seed_methods.md §g).
 SYMMETRY_REASON = ("the loss is invariant under permuting the heads of a layer (with their query, key, value and "
@@ -42,11 +48,19 @@ SYMMETRY_REASON = ("the loss is invariant under permuting the heads of a layer (
 #: Why attention dropout breaks the symmetry.
 DROPOUT_REASON = ("attention-probability dropout draws a separate mask for each head, so equal heads see different "
                   "inputs to their gradients and come apart")
-#: How the growth rate is fitted (:func:`growth_rate`).
-GROWTH_RULE = ("per seed and layer, least squares of ln(mean attention distance between the layer's heads) against "
-               "the step, over the rising window: from the lowest positive distance before the run's largest one "
-               "to the first checkpoint reaching 90% of the largest (at least 2 checkpoints); rate per step, "
-               "doubling = ln 2 / rate; range over seeds")
+#: Measurements per window of the peak growth rate on saved checkpoints (the fewest that give an R²).
+CHECKPOINT_WINDOW = 3
+#: How the growth rate is measured (:func:`growth_rows`).
+GROWTH_RULE = (PEAK_RULE + "; per seed, layer and distance (param: relative L2 of the heads' blocks; attention: JS "
+               "per token row, which also grows when heads only sharpen); "
+               f"on the distances at every step 0..K when the run measured them (symmetry_steps = K; window "
+               f"{GROWTH_WINDOW} steps), else on the saved checkpoints (window {CHECKPOINT_WINDOW} checkpoints); "
+               "log-spaced checkpoints cannot give a per-step rate below their spacing: a window of 3 from step s "
+               "spans s..4s and its slope averages over it, so a faster peak that lasts fewer steps is understated "
+               "(train with symmetry_steps to measure every step); "
+               "rate: mean over seeds with its range (min to max, not a confidence interval), doubling = ln 2 / mean "
+               "rate, R²: the smallest of the seeds' windows; a seed without step 0 or without a window of positive "
+               "excess has no rate (its window says why)")
 #: How the symmetry table is made.
 SYMMETRY_RULE = ("mean over the pairs of distinct heads of a layer of the train unit's head symmetry (attention: JS "
                  "per token row on held-out sentences; parameters: relative L2 of the head's blocks), then mean over "
@@ -58,8 +72,6 @@ VERDICT_RULE = ("'stays identical' when the largest parameter and attention dist
 #: How the final-loss table is made.
 LOSS_RULE = ("held-out loss (nats per predicted token, the training run's held-out targets) at each seed's last "
              "checkpoint, mean and range over seeds; unigram: the run's baseline on the same targets, mean over seeds")
-#: Share of the largest distance that ends the rising window.
-RISE_END = 0.9
 
 
 def _symmetries(cell: LabCell) -> dict[int, Any]:
@@ -95,57 +107,70 @@ def symmetry_rows(cell: LabCell) -> list[SymmetryStep]:
     return rows
 
 
-def rising_window(steps: Sequence[int], values: Sequence[float]) -> tuple[int, int] | None:
-    """``(first, last)`` indices of the rising window of a distance curve (:data:`GROWTH_RULE`), or None when
-    the curve has no positive rise over at least 2 checkpoints."""
-    v = np.asarray(values, dtype=np.float64)
-    if v.size < 2 or not np.isfinite(v).any() or np.nanmax(v) <= 0:
-        return None
-    peak = float(np.nanmax(v))
-    end = int(np.flatnonzero(np.nan_to_num(v, nan=-np.inf) >= RISE_END * peak)[0])
-    before = np.where((v[:end + 1] > 0) & np.isfinite(v[:end + 1]), v[:end + 1], np.inf)
-    if not np.isfinite(before).any():
-        return None
-    start = int(np.argmin(before))
-    return (start, end) if end - start >= 1 else None
+_DISTANCES = {"param": "param_distance", "attention": "attention_distance"}
 
 
-def growth_rate(steps: Sequence[int], values: Sequence[float]) -> tuple[float, float, tuple[int, int] | None]:
-    """``(rate per step, R², (first step, last step))`` of ln(distance) against the step over the rising window
-    (NaN, NaN, None without one; R² NaN with 2 points)."""
-    window = rising_window(steps, values)
-    if window is None:
-        return math.nan, math.nan, None
-    first, last = window
-    x = np.asarray(steps[first:last + 1], dtype=np.float64)
-    y = np.log(np.asarray(values[first:last + 1], dtype=np.float64))
-    slope, intercept = np.polyfit(x, y, 1)
-    residual = y - (slope * x + intercept)
-    spread = float(((y - y.mean()) ** 2).sum())
-    r2 = 1 - float((residual ** 2).sum()) / spread if x.size > 2 and spread > 0 else math.nan
-    return float(slope), r2, (int(steps[first]), int(steps[last]))
+def _growth_source(run: Any) -> tuple[Any, str, int] | None:
+    """``(head symmetry, source, window)`` of one seed: its distances at every step when it has them (preferred),
+    else at its checkpoints; None with neither."""
+    stepped = getattr(run, "step_symmetry", None)
+    if stepped is not None and len(stepped.steps) >= 2:
+        return stepped, "every step", GROWTH_WINDOW
+    saved = getattr(run, "symmetry", None)
+    if saved is not None and len(saved.steps) >= 2:
+        return saved, "checkpoints", CHECKPOINT_WINDOW
+    return None
+
+
+def seed_growth(symmetry: Any, distance: str, layer: int, window: int) -> tuple[GrowthFit | None, str]:
+    """``(fit, window text)``: :func:`~probes.compare.growth.peak_growth` of one layer's mean ``distance``
+    (``param`` or ``attention``) between its heads; None with the reason when there is no rate."""
+    steps = np.asarray(symmetry.steps, dtype=np.int64)
+    curve = pair_means(np.asarray(getattr(symmetry, _DISTANCES[distance]), dtype=np.float64))[:, layer]  # (C,)
+    try:
+        fit = peak_growth(steps, curve, window=min(window, int(steps.size)))
+    except ConfigError as exc:
+        return None, f"no rate ({exc})"
+    if fit.first < 0:
+        return None, "no window of positive excess"
+    return fit, f"{fit.first}..{fit.last}"
+
+
+def _source_text(sources: Mapping[int, tuple[Any, str, int]]) -> tuple[str, int]:
+    """``(source, window)`` of a cell's seeds: one source and window when they agree, else each seed's."""
+    kinds = {(source, window) for _, source, window in sources.values()}
+    if len(kinds) == 1:
+        source, window = kinds.pop()
+        return source, window
+    by: dict[str, list[str]] = {}
+    for seed, (_, source, window) in sources.items():
+        by.setdefault(f"{source} (window {window})", []).append(str(seed))
+    return "; ".join(f"{k}: seeds {', '.join(v)}" for k, v in by.items()), 0
 
 
 def growth_rows(cell: LabCell) -> list[GrowthRate]:
-    """(a) The growth rate of the attention distance per layer (identical+noise cells)."""
-    syms = _symmetries(cell)
-    if not syms:
+    """(a) The peak growth rate of each layer's parameter and attention distance (identical+noise cells), per seed
+    on its distances at every step when it has them, else on its checkpoints (:data:`GROWTH_RULE`)."""
+    sources = {seed: found for seed, run in sorted(cell.runs.items()) if (found := _growth_source(run)) is not None}
+    if not sources or cell.info["heads"] < 2:
         return []
+    source, window = _source_text(sources)
+    n_layers = np.asarray(next(iter(sources.values()))[0].attention_distance).shape[1]
     rows = []
-    n_layers = next(iter(syms.values())).attention_distance.shape[1]
     for layer in range(n_layers):
-        rates, r2s, windows = [], [], {}
-        for seed, sym in syms.items():
-            curve = pair_means(np.asarray(sym.attention_distance, dtype=np.float64))[:, layer]
-            rate, r2, window = growth_rate([int(s) for s in sym.steps], curve.tolist())
-            rates.append(rate)
-            r2s.append(r2)
-            windows[str(seed)] = f"{window[0]}..{window[1]}" if window else "no rise"
-        mean, low, high = seed_range(rates)
-        doubling = math.log(2) / mean if np.isfinite(mean) and mean > 0 else math.nan
-        finite_r2 = [r for r in r2s if np.isfinite(r)]
-        rows.append(GrowthRate(cell.name, layer, "attention", len(syms), mean, low, high, doubling,
-                               min(finite_r2) if finite_r2 else math.nan, windows))
+        for distance in _DISTANCES:
+            rates, r2s, windows = [], [], {}
+            for seed, (symmetry, _, size) in sources.items():
+                fit, text = seed_growth(symmetry, distance, layer, size)
+                windows[str(seed)] = text
+                if fit is not None:
+                    rates.append(fit.rate)
+                    r2s.append(fit.r2)
+            mean, low, high = seed_range(rates)
+            doubling = math.log(2) / mean if np.isfinite(mean) and mean > 0 else math.nan
+            finite_r2 = [r for r in r2s if np.isfinite(r)]
+            rows.append(GrowthRate(cell.name, layer, distance, len(sources), mean, low, high, doubling,
+                                   min(finite_r2) if finite_r2 else math.nan, windows, source, window))
     return rows
 
 
@@ -189,7 +214,8 @@ def lab_tables(units: Sequence[Unit], models: Mapping[str, Mapping[str, Any]], *
     Args:
         units: the loaded results; ``train``, ``match`` and the ``atlas`` units of lab models are read.
         models: name -> model info (a lab model's holds ``"lab"``).
-        n_resamples, seed: the bootstrap of the specialisation test (the comparison's).
+        n_resamples, seed: the bootstrap of the specialisation test (the comparison's); ``seed`` also draws the
+            regroupings of a D_cross test too large to enumerate.
     """
     if not _has_lab(units, models):
         return None
@@ -210,7 +236,7 @@ def lab_tables(units: Sequence[Unit], models: Mapping[str, Mapping[str, Any]], *
         why.setdefault("growth", []).append("no identical+noise cell")
     if not any(c.info["init"] == "identical" for c in cells.values()):
         why.setdefault("verdicts", []).append("no identically initialised cell")
-    division = lab_roles.division_rows(units, models, why)
+    division = lab_roles.division_rows(units, models, why, seed=seed)
     cache: dict[str, Any] = {}  # each lab model's head roles, read once for (c) and (d)
     capacity = lab_roles.capacity_rows(units, models, cells, why, n_resamples=n_resamples, seed=seed, cache=cache)
     formation = lab_roles.formation_rows(units, models, cells, why, n_resamples=n_resamples, seed=seed, cache=cache)

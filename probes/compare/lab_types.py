@@ -45,10 +45,13 @@ class SymmetryStep:
 @saveable
 @dataclass(frozen=True)
 class GrowthRate:
-    """(a) How fast the heads of one layer come apart (the saddle of identical heads, seed_methods §g): the slope
-    ``rate`` of log(mean attention distance) against the step, fitted per seed by least squares over its rising
-    window (``windows``: seed -> ``"first..last"`` step), with its range over seeds; ``doubling`` = ln 2 / rate
-    steps; ``r2``: the smallest R² of the per-seed fits."""
+    """(a) How fast the heads of one layer come apart (the saddle of identical heads, seed_methods §g): per seed the
+    peak local growth rate of the excess distance over step 0 (:func:`probes.compare.growth.peak_growth`: the
+    largest least-squares slope of ln(excess) over ``window`` consecutive measurements), ``rate`` the mean over
+    seeds with its range, ``doubling`` = ln 2 / rate steps, ``r2`` the smallest R² of the per-seed windows,
+    ``windows``: seed -> ``"first..last"`` step of its window (or why none). ``distance``: ``param`` or
+    ``attention``; ``source``: ``every step`` (the distances measured at every step 0..K, ``symmetry_steps``),
+    ``checkpoints`` (the saved checkpoints, log-spaced: a rate over spans as wide as their spacing) or both."""
 
     cell: str
     layer: int
@@ -60,6 +63,8 @@ class GrowthRate:
     doubling: float
     r2: float
     windows: dict[str, str] = field(default_factory=dict)
+    source: str = ""
+    window: int = 0
 
 
 @saveable
@@ -105,16 +110,25 @@ class SymmetryVerdict:
 @dataclass(frozen=True)
 class Division:
     """(b) Ensemble or division of labour in one cell, on the attention distance (mean JS per word row) of its
-    match units (pairs of seeds, the same sentences for every distance of a pair).
+    match units (pairs of seeds, the same sentences for every distance of a pair). ``verdict`` comes from tests
+    (``rule``), never read off intervals; the intervals below are descriptive.
 
     ``d_within``: mean over the cell's models of the mean distance between distinct heads of a layer, with its
-    range over seeds (the match unit keeps within-model sums in total only: no interval over sentences).
+    range over seeds. ``d_cross``: the mean distance between a head of one seed and a head of the other in the same
+    layer (all pairs, mean over layers and pairs of seeds): like with like for D_within. Per layer (0-based order):
+    ``cross_minus_within`` (mean over pairs of seeds), ``p_cross`` (the permutation test over regroupings of the
+    heads, pairs combined by an intersection-union test) and ``layer_verdicts``; ``n_regroupings`` the smallest
+    count of regroupings of a test, ``cross_test`` how they were tested, or why not. ``p_match``: D_match against
+    the shuffled-layers null on its ``n_null_draws`` draws (largest p over pairs; NaN with ``match_test`` saying why,
+    e.g. a match saved without the null's draws). ``identity_kept`` of ``identity_pairs`` matched heads keep their
+    number, ``p_identity`` the exact binomial p against ``chance`` = 1 / heads (one-sided greater).
     ``d_match`` / ``d_null``: mean over pairs of the matched distance and of the null's (``null`` says which),
-    ``*_low``/``*_high`` the widest of the pairs' 95% intervals over sentences (or permutations, for the
-    shuffle null), ``*_seeds_low``/``*_seeds_high`` the range of the pairs' values. ``d_self``: the match units'
-    D_self (``d_self_note`` why it is what it is); ``profile_d_match`` / ``profile_d_self``: the same on the
-    profile distance (mean over pairs). ``identity_share``: share of matched pairs whose heads have the same
-    numbers, range over pairs, against ``chance`` = 1 / heads. ``verdict`` by ``rule``; ``why`` the comparisons.
+    ``*_low``/``*_high`` the widest of the pairs' 95% intervals over sentences (or permutations, for the shuffle
+    null), ``*_seeds_low``/``*_seeds_high`` the range of the pairs' values. ``d_self``: the match units' D_self
+    (``d_self_note`` why it is what it is); ``profile_d_match`` / ``profile_d_self``: the same on the profile
+    distance (mean over pairs). ``identity_share``: share of matched pairs whose heads have the same numbers, range
+    over pairs. A row saved before the tests has no ``layer_verdicts`` (:attr:`tested` is False): its ``verdict``
+    came from intervals and is not reported as a verdict.
     """
 
     cell: str
@@ -146,6 +160,23 @@ class Division:
     profile_d_match: float = float("nan")
     profile_d_self: float = float("nan")
     rule: str = ""
+    d_cross: float = float("nan")
+    cross_minus_within: tuple[float, ...] = ()
+    p_cross: tuple[float, ...] = ()
+    layer_verdicts: tuple[str, ...] = ()
+    n_regroupings: int = 0
+    cross_test: str = ""
+    p_match: float = float("nan")
+    n_null_draws: int = 0
+    match_test: str = ""
+    identity_kept: int = 0
+    identity_pairs: int = 0
+    p_identity: float = float("nan")
+
+    @property
+    def tested(self) -> bool:
+        """Whether the verdict comes from the tests (False for a row saved before them)."""
+        return bool(self.layer_verdicts)
 
 
 @saveable
@@ -200,7 +231,7 @@ class RoleFormation:
 LAB_TABLES: dict[str, str] = {
     "final_loss": "Lab: held-out loss at the last step per cell",
     "verdicts": "Lab (a): do identical heads stay identical?",
-    "growth": "Lab (a): how fast heads come apart (log distance against step)",
+    "growth": "Lab (a): how fast heads come apart (peak growth rate of the excess distance)",
     "symmetry": "Lab (a): distance between the heads of a layer per step",
     "division": "Lab (b): ensemble or division of labour",
     "capacity": "Lab (c): capacity, 1 to 8 heads at fixed hidden size",

@@ -44,8 +44,8 @@ __all__ = ["FUNCTION_ABLATIONS", "PAIR_SCOPES", "FunctionTests", "TokenLossObjec
 
 #: How a head is removed in the tests of function.
 FUNCTION_ABLATIONS: tuple[str, ...] = ("mean", "resample")
-#: Which pairs of heads are ablated together: those of one layer, or all.
-PAIR_SCOPES: tuple[str, ...] = ("layer", "all")
+#: Which pairs of heads are ablated together: those of one layer, all, or none (single heads only).
+PAIR_SCOPES: tuple[str, ...] = ("layer", "all", "none")
 #: The language-model objectives a token loss is computed for.
 _KINDS: tuple[str, ...] = ("causal-lm", "masked-lm")
 
@@ -60,7 +60,7 @@ class FunctionTests(Result):
         objective: ``"causal-lm"`` (next token) or ``"masked-lm"`` (scored tokens masked).
         ablation: ``"mean"`` or ``"resample"`` (:data:`FUNCTION_ABLATIONS`).
         seed: the seed of the resample derangement (recorded for mean ablation too, where it is unused).
-        pair_scope: ``"layer"`` (pairs within a layer) or ``"all"`` (:data:`PAIR_SCOPES`).
+        pair_scope: ``"layer"`` (pairs within a layer), ``"all"`` or ``"none"`` (:data:`PAIR_SCOPES`).
         n_sequences: sequences of the token batches.
         n_tokens: scored tokens (all damages are over them, sequence by sequence, position by position).
         donors: ``(n_sequences,)`` resample: the sequence whose head outputs replace each sequence's; mean: -1.
@@ -222,11 +222,11 @@ def derangement(n: int, seed: int) -> npt.NDArray[np.int64]:
 
 def head_pairs(n_layers: int, n_heads: int, scope: str = "layer") -> list[tuple[int, int]]:
     """The pairs ``(i, j)``, ``i < j``, of flat head indices (``layer * n_heads + head``) ablated together: those
-    of one layer (``"layer"``), or all (``"all"``)."""
+    of one layer (``"layer"``), all (``"all"``), or none (``"none"``: single heads only)."""
     if scope not in PAIR_SCOPES:
         raise ConfigError(f"pairs: expected one of {', '.join(PAIR_SCOPES)}, found {scope!r}")
     pairs = combinations(range(n_layers * n_heads), 2)
-    return [(i, j) for i, j in pairs if scope == "all" or i // n_heads == j // n_heads]
+    return [(i, j) for i, j in pairs if scope == "all" or (scope == "layer" and i // n_heads == j // n_heads)]
 
 
 def _checked_tokens(input_ids: Any, scored: Any, kind: str, vocab: int | None
@@ -363,7 +363,7 @@ def function_tests(model: Any, input_ids: npt.ArrayLike, scored: npt.ArrayLike, 
         input_ids: ``(N, T)`` token ids, every one real (no padding).
         scored: ``(N, T)`` bool, the tokens whose loss is measured (decoders: never position 0).
         ablation: ``"mean"`` or ``"resample"`` (:data:`FUNCTION_ABLATIONS`).
-        pairs: ``"layer"`` (all pairs within a layer) or ``"all"`` (:data:`PAIR_SCOPES`).
+        pairs: ``"layer"`` (all pairs within a layer), ``"all"`` or ``"none"`` (:data:`PAIR_SCOPES`).
         seed: the resample derangement's seed (:func:`derangement`).
         kind: ``"causal-lm"`` or ``"masked-lm"`` (default: from the model's config).
         mask_token_id: the mask token of a masked LM given as a model (a folder's tokenizer gives it).

@@ -37,18 +37,15 @@ from probes.reports.writer import write_output
 from probes.results import Result
 from probes.run_details import ExperimentInfo, ReportOptions
 from probes.run_record import RUN_FILE, RunRecord
+from probes.runs.experiment_folder import COMMAND, REPORT_COMMAND, UNFINISHED, check_out, mark_started
 
 if TYPE_CHECKING:  # pragma: no cover
     from probes.compare.types import Comparison
 
 __all__ = ["ExperimentRun", "run_experiment", "report_experiment", "COMMAND", "REPORT_COMMAND"]
 
-COMMAND = "probes run"
-REPORT_COMMAND = "probes report"
 #: Kinds that, without options of their own, take the board of the same model and data's atlas.
 _FROM_ATLAS = ("leaderboard", "baselines")
-#: The status of a run folder whose run has not finished (an interrupt, an error).
-_UNFINISHED = "unfinished: the units finished so far are in results/; run the same command again to resume"
 #: Order in which a (model, data)'s units run: the atlas first, so the leaderboard can take its board.
 _ORDER = ("atlas", "leaderboard", "baselines", "coreference", "bridging", "probe", "importance", "prune")
 
@@ -305,31 +302,12 @@ def _run_units(experiment: Any, store: Any, hashes: _Hashes, progress: bool, lim
 
 
 # ----------------------------------------------------------------------------- the pipeline
-def _check_out(out: Path, name: str) -> None:
-    """Refuse a run folder that holds something other than this experiment's runs."""
-    from probes.reports.writer import out_dir_content
-    if (out / RUN_FILE).is_file():
-        try:
-            previous = RunRecord.load(out)
-        except InputError:
-            previous = RunRecord()
-        experiment = previous.details.run.experiment or ExperimentInfo()
-        if previous.command not in (COMMAND, REPORT_COMMAND) or experiment.name != name:
-            raise ConfigError(f"{out}: holds the output of {previous.command!r} "
-                              f"({experiment.name if 'name' in experiment else 'another run'}); choose another --out")
-    elif out_dir_content(out):  # a lock or temporary file left by a stopped run is no content
-        raise ConfigError(f"{out}: output folder is not empty and holds no experiment run; choose another --out")
-
-
-def _mark_started(out: Path, name: str) -> None:
-    """Mark a new run folder as this experiment's (``run.json`` without units), so an interrupted run resumes."""
-    if not (out / RUN_FILE).is_file():
-        RunRecord.of({"command": COMMAND, "experiment": {"name": name}, "status": _UNFINISHED}).save(out / RUN_FILE)
-
-
 def run_experiment(path: str | Path, *, out: str | Path | None = None, progress: bool = True,
-                   fresh: bool = False, limit: int | None = None) -> ExperimentRun:
+                   fresh: bool = False, limit: int | None = None) -> ExperimentRun | Any:
     """Run (or resume) the experiment file ``path`` and write its report into ``out`` (default: the file's ``out``).
+
+    A role-lab file (``[experiment] kind = "role-lab"``) goes to :func:`probes.runs.role_lab.run_role_lab`, which
+    returns a :class:`~probes.runs.role_lab.RoleLabRun` (None on a ``torchrun`` rank other than 0).
 
     Args:
         path: the experiment TOML file.
@@ -353,12 +331,19 @@ def run_experiment(path: str | Path, *, out: str | Path | None = None, progress:
     from probes.runs.record import run_record
 
     check_run_options(limit=limit)
+    if _role_lab_file(path):
+        from probes.runs.role_lab import run_role_lab
+
+        if limit is not None:
+            raise ConfigError(f"{path}: --limit: expected none for a role-lab file (its units draw their own "
+                              f"held-out sequences), found {limit}")
+        return run_role_lab(path, out=out, progress=progress, fresh=fresh)
     t0 = time.perf_counter()
     experiment = read_experiment(path)
     preflight(experiment)  # every model, package and dataset here, before anything trains or loads
     run_dir = Path(out if out is not None else experiment.out)
     experiment = experiment.placed(run_dir)  # lab models load from this run folder's train/
-    _check_out(run_dir, experiment.name)
+    check_out(run_dir, experiment.name)
     from probes.reports.writer import lock_out_dir
 
     lock_out_dir(run_dir, COMMAND)  # one run per folder, checked writable before any model work
@@ -367,7 +352,7 @@ def run_experiment(path: str | Path, *, out: str | Path | None = None, progress:
         if (run_dir / folder).is_dir():
             shutil.rmtree(run_dir / folder)
     store.clean()
-    _mark_started(run_dir, experiment.name)
+    mark_started(run_dir, experiment.name)
     shutil.copyfile(path, run_dir / "experiment.toml")
     hashes = _Hashes()
     from probes.runs.experiment_match import run_match_units
@@ -393,6 +378,24 @@ def run_experiment(path: str | Path, *, out: str | Path | None = None, progress:
         **({} if limit is None else {"options": {"limit": limit}}))
     stage(f"writing report to {run_dir}", progress)
     return _report(run_dir, record)
+
+
+def _role_lab_file(path: str | Path) -> bool:
+    """Whether ``path`` is a role-lab file (``[experiment] kind = "role-lab"``: :mod:`probes.runs.role_lab`)."""
+    from probes.runs.config import read_toml
+    from probes.runs.role_lab_spec import is_role_lab
+
+    return is_role_lab(read_toml(Path(path), "experiment file")[1])
+
+
+def _role_lab_run(run_dir: Path, kind: str) -> bool:
+    """Whether ``run_dir``'s run.json names a role-lab run (a record that does not load is left to the experiment
+    record's own reader, which names the field at fault)."""
+    try:
+        info = RunRecord.load(run_dir).details.run.experiment
+    except (InputError, OSError):
+        return False
+    return info is not None and info.kind == kind
 
 
 def _unit_record(plan: _Plan, unit: Any) -> dict[str, Any]:
@@ -432,7 +435,7 @@ def _report(run_dir: Path, record: RunRecord, out: Path | None = None) -> Experi
     return run
 
 
-def report_experiment(run_dir: str | Path, *, out: str | Path | None = None) -> ExperimentRun:
+def report_experiment(run_dir: str | Path, *, out: str | Path | None = None) -> ExperimentRun | Any:
     """Re-make the report of a finished run folder from its saved units alone (no model, no data), into ``out``
     (default: the run folder itself; elsewhere, a copy that names the unit folders without linking them).
 
@@ -446,11 +449,17 @@ def report_experiment(run_dir: str | Path, *, out: str | Path | None = None) -> 
     run_dir = Path(run_dir)
     if not (run_dir / RUN_FILE).exists():
         raise ConfigError(f"{run_dir}: expected a run folder of `probes run` with a run.json, found no run.json")
+    from probes.runs.role_lab_spec import KIND
+
+    if _role_lab_run(run_dir, KIND):
+        from probes.runs.role_lab import report_role_lab
+
+        return report_role_lab(run_dir, out=out)
     record, folders = read_experiment_record(run_dir)
     if record.command not in (COMMAND, REPORT_COMMAND):
         raise ConfigError(f"{run_dir}: run.json is from {record.command!r}, expected {COMMAND!r}")
     if not record.has("units"):
-        raise ConfigError(f"{run_dir}: the run has not finished ({record.details.run.status or _UNFINISHED})")
+        raise ConfigError(f"{run_dir}: the run has not finished ({record.details.run.status or UNFINISHED})")
     for unit, folder in zip(record.details.run.units or (), folders):
         if not (folder / "result.json").is_file():
             raise ConfigError(f"{run_dir}: unit {unit.analysis} / {unit.model} / {unit.data} is missing "

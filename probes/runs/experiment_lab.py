@@ -52,6 +52,7 @@ from probes.training.config import (
     MAX_SEQ_LEN,
     TrainConfig,
 )
+from probes.training.tasks import MAX_TASK_VOCAB, ROLES, TASKS, TEXT
 
 __all__ = ["TrainUnit", "LabName", "TRAIN_DIR", "TRAIN_KEYS", "SELECTOR_RULE", "check_train", "build_train",
            "lab_names", "lab_models", "select_models", "is_selector", "key_spec"]
@@ -77,7 +78,10 @@ def _rules() -> dict[str, Rule]:
             "seq_len": Rule("count", 4, MAX_SEQ_LEN), "learning_rate": Rule("number", 0), "warmup": Rule("count", 0,
             MAX_COUNT), "weight_decay": Rule("number", 0), "tokenizer": Rule("text"),
             "checkpoints": Rule("choice", choices=CHECKPOINT_RULES), "seeds": Rule("counts", 0, 2**32 - 1),
-            "symmetry_sentences": Rule("count", 0, MAX_COUNT), "checkpoint_models": Rule("counts", 0, MAX_COUNT)}
+            "symmetry_sentences": Rule("count", 0, MAX_COUNT), "checkpoint_models": Rule("counts", 0, MAX_COUNT),
+            "attention_only": Rule("flag"), "head_dim": Rule("count", 1, MAX_HIDDEN), "task": Rule("choice", choices=TASKS),
+            "task_vocab": Rule("count", 2, MAX_TASK_VOCAB), "period_min": Rule("count", 1, MAX_TASK_VOCAB),
+            "period_max": Rule("count", 1, MAX_TASK_VOCAB), "task_roles": Rule("count", 1, len(ROLES))}
 
 
 _RULES = _rules()
@@ -86,7 +90,7 @@ TRAIN_KEYS: tuple[str, ...] = (*_RULES, "treebank", "select_on")
 #: Keys that are not TrainConfig fields.
 _LAB_KEYS = ("seeds", "symmetry_sentences", "checkpoint_models")
 _DEFAULTS = {"seeds": [0], "symmetry_sentences": 32, "checkpoint_models": []}
-_REQUIRED = ("arch", "layers", "heads", "hidden", "treebank")
+_REQUIRED = ("arch", "layers", "heads")
 
 
 @dataclass(frozen=True)
@@ -208,14 +212,17 @@ def _config_error(fail: Fail, exc: ConfigError, cell: str, given: Mapping[str, t
 def _units(fail: Fail, cell: str, merged: Mapping[str, tuple[tuple[str, ...], Any]], place: Place
            ) -> list[TrainUnit]:
     """The training units of one cell from its merged values ``{key: (where, value)}``."""
-    missing = [k for k in _REQUIRED if k not in merged]
+    text = merged.get("task", ((), TEXT))[1] == TEXT
+    needed = (*_REQUIRED, *(("hidden",) if "head_dim" not in merged else ()), *(("treebank",) if text else ()))
+    missing = [k for k in needed if k not in merged]
     if missing:
         raise fail(("train", cell), f"expected {', '.join(missing)} (in [train] or [train.{cell}]), found none")
     values = {k: v for k, (_, v) in merged.items()}
     lab = {k: values.pop(k, _DEFAULTS[k]) for k in _LAB_KEYS}
-    treebank = values["treebank"]
-    sources = treebank if isinstance(treebank, list) and any(isinstance(v, list) for v in treebank) else [treebank]
-    values["treebank"] = tuple(place(merged["treebank"][0], v) for v in sources)
+    if "treebank" in values:  # a task draws its own sequences (TrainConfig refuses a treebank with one)
+        treebank = values["treebank"]
+        sources = treebank if isinstance(treebank, list) and any(isinstance(v, list) for v in treebank) else [treebank]
+        values["treebank"] = tuple(place(merged["treebank"][0], v) for v in sources)
     if "select_on" in values:
         values["select_on"] = place(merged["select_on"][0], values["select_on"])
     given = {k: where for k, (where, _) in merged.items()}

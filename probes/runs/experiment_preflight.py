@@ -19,8 +19,9 @@ from pathlib import Path
 
 from probes.errors import ConfigError
 from probes.runs.experiment_spec import Experiment
+from probes.runs.role_lab_spec import RoleLab
 
-__all__ = ["Problem", "preflight", "problems"]
+__all__ = ["Problem", "preflight", "problems", "role_lab_preflight", "role_lab_problems"]
 
 _PACKAGE = "package:"
 _TRAINED = "trained:"
@@ -167,3 +168,26 @@ def _data(value: str, where: str) -> Iterator[Problem]:
         found = "a folder" if path.is_dir() else "nothing"
         yield Problem(where, f"{value}: expected a data file, found {found} there",
                       "fix the path, or set PROBES_DATA to the folder holding the corpora")
+
+
+def role_lab_problems(lab: RoleLab) -> Iterator[Problem]:
+    """Every problem of a role-lab file (:class:`~probes.runs.role_lab_spec.RoleLab`): its text cells' data, its
+    pretrained and family models, and the training lab's packages."""
+    for cell in lab.cells:
+        for unit in cell.units[:1]:
+            for value in (*unit.config.treebank, *((unit.config.select_on,) if unit.config.select_on else ())):
+                yield from _data(value, f"[train.{cell.name}]")
+    for model in lab.pretrained:
+        yield from _model(model.model, f"[pretrained.{model.name}]")
+    for family in lab.families:
+        for _, spec, _, _ in family.members():
+            yield from _model(spec, f"[families.{family.name}]")
+    yield from _packages(_LAB_NEEDS, "[train]", "pip install " + " ".join(_LAB_NEEDS))
+
+
+def role_lab_preflight(lab: RoleLab) -> None:
+    """Refuse a role-lab file that cannot finish here, before anything trains or loads (as :func:`preflight`)."""
+    found = list(role_lab_problems(lab))
+    if found:
+        listed = "; ".join(str(p) for p in found)
+        raise ConfigError(f"{lab.file}: cannot run here, nothing was trained or loaded: {listed}")

@@ -25,6 +25,7 @@ from probes.progress import stage
 from probes.results import Result, require_pandas
 from probes.run_details import ExperimentUnit, TrainingSummary, UnitOptions
 from probes.training.curves import TrainingCurves
+from probes.training.step_symmetry import STEP_SYMMETRY_DIR
 from probes.training.symmetry import HeadSymmetry
 
 __all__ = ["LabRun", "run_training", "load_lab_run", "progress_line", "unit_options", "TRAIN"]
@@ -46,6 +47,8 @@ class LabRun(Result):
             counted); tokens_per_second: that call's throughput.
         last_step: the last checkpoint's step; resumed_from: the step that call resumed from (None: from scratch).
         folder: the run folder, relative to the experiment's run folder (``train/CELL/seed-S``).
+        step_symmetry: the same distances at every step ``0..K`` of a run trained with ``symmetry_steps = K``
+            (its ``symmetry-steps/``; None when it has none).
     """
 
     cell: str
@@ -57,6 +60,7 @@ class LabRun(Result):
     last_step: int
     folder: str
     resumed_from: int | None = None
+    step_symmetry: HeadSymmetry | None = None
 
     def to_pandas(self) -> Any:
         """The loss curves, one row per checkpoint, with the cell and the seed."""
@@ -78,7 +82,8 @@ def progress_line(run: LabRun, how: str) -> str:
 
 
 def load_lab_run(unit: Any, folder: Path) -> LabRun:
-    """The :class:`LabRun` of a finished run folder (its ``run.json``, ``curves/`` and ``symmetry/``)."""
+    """The :class:`LabRun` of a finished run folder (its ``run.json``, ``curves/``, ``symmetry/`` and, when there,
+    ``symmetry-steps/``)."""
     from probes.run_record import RunRecord
 
     done = RunRecord.load(folder)  # every field of its type; the numbers checked below
@@ -88,8 +93,10 @@ def load_lab_run(unit: Any, folder: Path) -> LabRun:
     speed = _number(training.tokens_per_second or 0.0, "training.tokens_per_second", folder, float)
     last_step = _number(training.last_step if "last_step" in training else 0, "training.last_step", folder, int)
     symmetry = _saved(folder / "symmetry", HeadSymmetry) if (folder / "symmetry" / "result.json").is_file() else None
+    steps = folder / STEP_SYMMETRY_DIR
+    step_symmetry = _saved(steps, HeadSymmetry) if (steps / "result.json").is_file() else None
     return LabRun(unit.cell, unit.seed, _saved(folder / "curves", TrainingCurves), symmetry, seconds, speed,
-                  last_step, unit.folder, training.resumed_from)
+                  last_step, unit.folder, training.resumed_from, step_symmetry)
 
 
 R = TypeVar("R", bound=Result)

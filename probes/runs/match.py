@@ -269,7 +269,8 @@ def _attention_matching(done: _Pass, within_layers: bool, n_resamples: int, null
         summary.update(D_null=float(np.nanmean(point)), D_null_interval=_interval(means))
     if within_layers:  # the label-permutation null: in the summary always, per pair when there is no null model
         low, high, means = label_permutation_null(cross.per_row(), matching, n_permutations=n_resamples)
-        summary.update(D_permuted=float(means.mean()), D_permuted_interval=_interval(means))
+        summary.update(D_permuted=float(means.mean()), D_permuted_interval=_interval(means),
+                       D_permuted_draws=[float(v) for v in means])  # the null's draws: D_match is tested on them
         if "null" not in fields:
             fields.update(null_low=low, null_high=high,
                           null=f"model B's heads shuffled across layers and re-matched within layers, {n_resamples} "

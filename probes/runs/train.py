@@ -7,7 +7,9 @@ from the checkpoints. ``report.write(out)`` writes ``curves.csv``, ``figures/los
 and training loss against tokens seen, with the unigram baseline), ``curves/`` (the
 :class:`~probes.training.curves.TrainingCurves`, for :func:`probes.load`), ``symmetry/`` (the
 :class:`~probes.training.symmetry.HeadSymmetry` of every checkpoint on the first ``symmetry_sentences`` held-out
-sentences that fit the model, for :func:`probes.load`), ``figures/symmetry.png`` and ``run.json``::
+sentences that fit the model, for :func:`probes.load`), ``figures/symmetry.png`` and ``run.json``. With
+``symmetry_steps = K``, :func:`train_model` itself writes ``symmetry-steps/``: the same distances on the same
+sentences at every step ``0..K``, measured in memory while training (:mod:`probes.training.step_symmetry`)::
 
     from probes.training.config import TrainConfig
     from probes.runs.train import train_model
@@ -20,6 +22,7 @@ Every checkpoint is then a model folder: ``trained:runs/train-bert@last`` in eve
 
 from __future__ import annotations
 
+import shutil
 import time
 from dataclasses import dataclass
 from functools import partial
@@ -32,6 +35,7 @@ from probes.run_record import RunRecord
 from probes.training.config import TrainConfig
 from probes.training.curves import TrainingCurves
 from probes.training.record import RECORD_TYPES, run_parts
+from probes.training.step_symmetry import STEP_SYMMETRY_DIR, StepSymmetry
 from probes.training.symmetry import HeadSymmetry
 from probes.training.trainer import TrainingRun
 from probes.world import World, launched_main, world_record
@@ -39,7 +43,7 @@ from probes.world import World, launched_main, world_record
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["TrainReport", "train_model", "measure_symmetry", "COMMAND", "SYMMETRY_SENTENCES"]
+__all__ = ["TrainReport", "train_model", "measure_symmetry", "COMMAND", "SYMMETRY_SENTENCES", "STEP_SYMMETRY_DIR"]
 
 #: The command whose output a run folder is.
 COMMAND = "probes train"
@@ -63,12 +67,15 @@ class TrainReport(Result):
         curves: the loss curves of every checkpoint.
         record: the run record (``run.json``).
         symmetry: the distances between the heads of each layer at every checkpoint (None: not measured).
+        step_symmetry: the same distances at every step ``0..K`` (``symmetry_steps``; None: not asked, or not
+            measured: the record's ``symmetry_steps.skipped`` says why), as saved in ``OUT/symmetry-steps/``.
     """
 
     run: TrainingRun
     curves: TrainingCurves
     record: RunRecord
     symmetry: HeadSymmetry | None = None
+    step_symmetry: HeadSymmetry | None = None
 
     def to_pandas(self) -> pd.DataFrame:
         """The loss curves, one row per checkpoint (:meth:`TrainingCurves.to_pandas`)."""
@@ -86,7 +93,17 @@ class TrainReport(Result):
         speed = f", {run.tokens_per_second:,.0f} tokens/s" if run.tokens_per_second else ""
         return (f"training {how}{resumed}: step {run.last_step} of {run.config.steps}{speed}\n"
                 f"checkpoints at steps {steps} in {Path(run.out) / 'checkpoints'}\n" + self.curves.format()
-                + self.format_symmetry())
+                + self.format_symmetry() + self.format_step_symmetry())
+
+    def format_step_symmetry(self) -> str:
+        """One line: where the distances at every early step are, or why there are none (nothing when not asked)."""
+        summary = self.record.details.train.symmetry_steps
+        if summary is None:
+            return ""
+        if self.step_symmetry is None:
+            return f"head symmetry at every step: not measured ({summary.skipped})\n"
+        last = int(self.step_symmetry.steps[-1])
+        return f"head symmetry at every step 0..{last}: {Path(self.run.out) / STEP_SYMMETRY_DIR}\n"
 
     def format_symmetry(self) -> str:
         """One line per layer (from 1): the last checkpoint's mean distances between its heads (or nothing)."""
@@ -214,8 +231,51 @@ def measure_symmetry(run: Any, n_sentences: int, *, progress: bool = False) -> H
     return head_symmetry([run.checkpoints[s] for s in steps], texts, steps=steps, progress=progress)
 
 
+def _step_callback(config: TrainConfig, out: Path, symmetry_steps: int, n_sentences: int) -> StepSymmetry:
+    """The callback that measures the head distances at steps ``0..symmetry_steps`` (at most the run's last) on
+    the checkpoint symmetry's sentences, continuing what an earlier call of the run kept in ``symmetry-steps/``."""
+    from probes.errors import InputError
+    from probes.extraction.loading import load_tokenizer
+    from probes.training.runfolder import TOKENIZER_DIR
+
+    earlier = None
+    if (out / STEP_SYMMETRY_DIR / "result.json").is_file():
+        try:
+            earlier = HeadSymmetry.load(out / STEP_SYMMETRY_DIR)
+        except InputError:
+            earlier = None  # not a HeadSymmetry, or unreadable: measured again from step 0 when the run is
+    folder = out / TOKENIZER_DIR  # written before the first step; the checkpoints hold the same tokenizer
+    return StepSymmetry(min(symmetry_steps, config.steps), lambda: _symmetry_texts(config, folder, n_sentences),
+                        lambda: load_tokenizer(str(folder)), earlier=earlier)
+
+
+def _keep_step_symmetry(callback: StepSymmetry | None, out: Path, asked: int, main: bool
+                        ) -> tuple[HeadSymmetry | None, dict[str, Any] | None]:
+    """Write what ``callback`` measured to ``OUT/symmetry-steps/`` (rank 0); ``(it, the record's section)``. A run
+    that had finished before this call (no step trained) keeps what its training call wrote there."""
+    if callback is None:
+        return None, None
+    measured = callback.result()
+    folder = out / STEP_SYMMETRY_DIR
+    if measured is not None and main:
+        from probes.training.checkpoints import writing
+
+        with writing(folder):
+            measured.save(folder)
+    elif not callback.started and (folder / "result.json").is_file():
+        measured = HeadSymmetry.load(folder)
+    why = callback.skipped or ("" if measured is not None else "the run had finished before (no step trained) "
+                                                                "and no earlier call measured its steps")
+    return measured, {"asked": asked, "last_step": None if measured is None else int(measured.steps[-1]),
+                      "sentences": None if measured is None else measured.n_sentences,
+                      "folder": STEP_SYMMETRY_DIR if measured is not None else None, "skipped": why or None,
+                      "rule": "in memory after each optimizer step (step 0: the initial model), by the checkpoint "
+                              "symmetry's rule on its sentences"}
+
+
 def train_model(config: TrainConfig, out: str | Path, *, progress: bool = True, overwrite: bool = False,
-                record: dict[str, Any] | None = None, symmetry_sentences: int = SYMMETRY_SENTENCES) -> TrainReport:
+                record: dict[str, Any] | None = None, symmetry_sentences: int = SYMMETRY_SENTENCES,
+                symmetry_steps: int = 0) -> TrainReport:
     """Train ``config``'s model into ``out`` (resuming a run of the same options stopped there); the report.
 
     A folder holding a training run (its ``training.json``) is that run's: the same config resumes it from its
@@ -228,8 +288,15 @@ def train_model(config: TrainConfig, out: str | Path, *, progress: bool = True, 
     on the first ``symmetry_sentences`` held-out sentences that fit the model (on rank 0 only, under ``torchrun``:
     the other ranks' reports hold none and are written nowhere).
 
+    ``symmetry_steps = K > 0``: the same distances on the same sentences at every step ``0..K`` (at most the last
+    step), measured in memory during training (:class:`~probes.training.step_symmetry.StepSymmetry`; the training
+    is the same with and without it) and written to ``OUT/symmetry-steps/``. A call that resumes from a step
+    ``s > 0`` continues the steps an earlier call kept there; without them it writes nothing, and the record's
+    ``symmetry_steps.skipped`` says why.
+
     Raises:
         ConfigError: the sizes need more memory than the machine has (:func:`probes.training.memory.check_memory`);
+            ``symmetry_steps`` below 0, or above 0 with ``symmetry_sentences`` 0;
             ``out`` holds other files than a training run, or a run of other options or data (without
             ``overwrite``).
         FolderLockedError: another run writes into ``out``.
@@ -242,17 +309,21 @@ def train_model(config: TrainConfig, out: str | Path, *, progress: bool = True, 
     from probes.training.trainer import train
 
     out = Path(out)
+    _check_step_options(symmetry_steps, symmetry_sentences)
     check_memory(config)  # before the folder is claimed: a model this machine cannot hold is refused at once
     if launched_main():  # rank 0 alone claims and checks the folder: the others would race its first files
         own = out.is_dir() and read_run(out) is not None  # a run's folder (a foreign training.json: refused)
         check_out_dir(out, COMMAND, overwrite=overwrite or own)  # claimed (locked) before any work
         if overwrite:
             _remove_report(out)
+            shutil.rmtree(out / STEP_SYMMETRY_DIR, ignore_errors=True)
     t0 = time.perf_counter()
-    run = train(config, out, progress=progress, fresh=overwrite)
+    stepper = _step_callback(config, out, symmetry_steps, symmetry_sentences) if symmetry_steps > 0 else None
+    run = train(config, out, progress=progress, fresh=overwrite, callbacks=[stepper] if stepper else [])
     world = World.current()  # under torchrun: the Trainer's process group
     world.barrier("the end of training")  # rank 0 has written the last checkpoint
     curves = read_curves(out)
+    step_symmetry, step_summary = _keep_step_symmetry(stepper, out, symmetry_steps, world.is_main)
     t1 = time.perf_counter()
     symmetry = measure_symmetry(run, symmetry_sentences if world.is_main else 0, progress=progress)
     measured = None if symmetry is None else {"sentences": symmetry.n_sentences, "asked": symmetry_sentences,
@@ -263,8 +334,21 @@ def train_model(config: TrainConfig, out: str | Path, *, progress: bool = True, 
                                 "tokens_per_second": run.tokens_per_second, "allocator": run.allocator},
                       **run_parts(run.training), symmetry=measured, world=world_record(world, {}),
                       timings={"training_s": run.seconds, "symmetry_s": time.perf_counter() - t1,
-                               "total_s": time.perf_counter() - t0})
+                               "total_s": time.perf_counter() - t0,
+                               **({} if stepper is None else {"symmetry_steps_s": stepper.seconds})},
+                      **({} if step_summary is None else {"symmetry_steps": step_summary}))
     extra_fields = dict(record or {})
     if extra_fields:
         full = full.updated(extra_fields, options={**full.options, **extra_fields.get("options", {})})
-    return TrainReport(run=run, curves=curves, record=full, symmetry=symmetry)
+    return TrainReport(run=run, curves=curves, record=full, symmetry=symmetry, step_symmetry=step_symmetry)
+
+
+def _check_step_options(symmetry_steps: int, symmetry_sentences: int) -> None:
+    """``symmetry_steps`` is a step count >= 0, and measures on sentences (``symmetry_sentences`` > 0) when > 0."""
+    from probes.errors import ConfigError
+
+    if isinstance(symmetry_steps, bool) or not isinstance(symmetry_steps, int) or symmetry_steps < 0:
+        raise ConfigError(f"--symmetry-steps: expected a whole number of steps >= 0, found {symmetry_steps!r}")
+    if symmetry_steps > 0 and symmetry_sentences <= 0:
+        raise ConfigError(f"--symmetry-steps {symmetry_steps}: expected --symmetry-sentences above 0 (the held-out "
+                          f"sentences the distances are measured on), found {symmetry_sentences}")

@@ -32,8 +32,10 @@ __all__ = ["TrainConfig", "ARCHS", "CHECKPOINT_RULES", "TRAIN_TOKENIZER", "BYTE_
 ARCHS: tuple[str, ...] = tuple(trainable_families())
 #: Bytes in a byte-level BPE alphabet: every vocabulary holds them all, so no input is ever unknown.
 BYTE_ALPHABET = 256
-#: Where checkpoints are written: ``log2`` = steps 0, 1, 2, 4, 8, ... and the last.
-CHECKPOINT_RULES: tuple[str, ...] = ("log2",)
+#: Where checkpoints are written: ``log2`` = steps 0, 1, 2, 4, 8, ... and the last; ``log2+50`` = those and every
+#: 50th step (role scores over training at a resolution that shows a phase change).
+CHECKPOINT_RULES: tuple[str, ...] = ("log2", "log2+50")
+_EVERY = {"log2": 0, "log2+50": 50}
 #: Options a resumed run may change: they say how long to run, not what is trained.
 RESUME_EXEMPT: tuple[str, ...] = ("max_minutes",)
 #: ``--tokenizer train:VOCAB``: train a tokenizer of VOCAB entries on the training text.
@@ -72,13 +74,16 @@ TASK_TOKENIZER = "task"
 
 def checkpoint_steps(rule: str, steps: int) -> list[int]:
     """The steps ``rule`` writes a checkpoint at, for a run of ``steps`` steps (``log2``: 0, 1, 2, 4, ... and
-    ``steps``)."""
+    ``steps``; ``log2+50``: those and every multiple of 50)."""
     if rule not in CHECKPOINT_RULES:
         raise ConfigError(f"--checkpoints: expected one of {', '.join(CHECKPOINT_RULES)}, found {rule!r}")
     out, power = {0, steps}, 1
     while power <= steps:
         out.add(power)
         power *= 2
+    every = _EVERY[rule]
+    if every:
+        out.update(range(every, steps, every))
     return sorted(out)
 
 

@@ -38,7 +38,7 @@ from probes.training.checkpoints import read_training
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["HeadSymmetry", "head_symmetry", "param_distances", "attention_divergences", "SMOOTHING", "RULE"]
+__all__ = ["HeadSymmetry", "head_symmetry", "measure_heads", "param_distances", "attention_divergences", "SMOOTHING", "RULE"]
 
 #: Clark et al.'s smoothing of attention rows before the Jensen-Shannon divergence.
 SMOOTHING = 0.001
@@ -139,31 +139,55 @@ def _items(sentences: Sequence[Sentence] | Sequence[str]) -> list[tuple[str, tup
 def _checkpoint(folder: Path, items: list[tuple[str, tuple[str, ...]]], options: dict[str, Any]
                 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], int]:
     """``(param (L, H, H), attention (L, H, H), sentences used)`` of one checkpoint."""
-    import torch
-
     from probes.extraction.extractor import AttentionExtractor
-    from probes.training.schemes import PARTS, head_blocks
 
     extractor = AttentionExtractor.from_pretrained(folder, keep_tokens=True, on_long="skip", selective=False,
                                                    **options)
+    return measure_heads(extractor, items, where=f" in {folder}", desc=f"symmetry {folder.name}")
+
+
+def measure_heads(extractor: Any, items: Sequence[tuple[str, tuple[str, ...]]], *, what: str = "head symmetry",
+                  where: str = "", desc: str | None = None
+                  ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], int]:
+    """``(param (L, H, H), attention (L, H, H), sentences used)`` of the extractor's model as it is now, on
+    ``items`` (``(name, words)``), by this module's definitions (``what`` names the measurement in the error and, unless
+    ``desc`` is given, the progress line; ``where`` ends the error); the model's training mode and attention implementation are restored.
+
+    Raises:
+        ConfigError: no sentence fits the model whole.
+    """
+    import torch
+
+    from probes.training.schemes import PARTS, head_blocks
+
+    model = extractor.model
+    was_training = model.training
+    implementation = getattr(model.config, "_attn_implementation", None)
     n_layers, n_heads = extractor.n_layers, extractor.n_heads
     params = np.zeros((n_layers, n_heads, n_heads))
-    for layer in range(n_layers):
-        blocks = head_blocks(extractor.model, layer)
-        vectors = torch.stack([torch.cat([blocks[part][h] for part in PARTS]) for h in range(n_heads)])
-        params[layer] = param_distances(vectors.double().cpu().numpy())
     sums, rows, used = np.zeros((n_layers, n_heads, n_heads)), 0, 0
-    for _, attention in extractor.iter_words(items, words=lambda item: item[1], desc=f"symmetry {folder.name}"):
-        if attention.tokens is None:
-            continue
-        weights = attention.tokens.weights  # (L, H, T, T)
-        for layer in range(n_layers):
-            sums[layer] += attention_divergences(weights[layer])
-        rows += weights.shape[-2]
-        used += 1
+    model.eval()
+    try:
+        with torch.no_grad():
+            for layer in range(n_layers):
+                blocks = head_blocks(model, layer)
+                vectors = torch.stack([torch.cat([blocks[part][h] for part in PARTS]) for h in range(n_heads)])
+                params[layer] = param_distances(vectors.double().cpu().numpy())
+            for _, attention in extractor.iter_words(items, words=lambda item: item[1], desc=desc or what):
+                if attention.tokens is None:
+                    continue
+                weights = attention.tokens.weights  # (L, H, T, T)
+                for layer in range(n_layers):
+                    sums[layer] += attention_divergences(weights[layer])
+                rows += weights.shape[-2]
+                used += 1
+    finally:
+        model.train(was_training)
+        if implementation not in (None, getattr(model.config, "_attn_implementation", None)):
+            model.set_attn_implementation(implementation)
     if not used:
-        raise ConfigError(f"head symmetry: expected sentences that fit the model whole, found none of "
-                          f"{len(items)} (each longer than {extractor.max_tokens} tokens) in {folder}")
+        raise ConfigError(f"{what}: expected sentences that fit the model whole, found none of {len(items)} "
+                          f"(each longer than {extractor.max_tokens} tokens){where}")
     return params, sums / rows, used
 
 

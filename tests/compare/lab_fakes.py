@@ -58,8 +58,10 @@ def planted(roles: list[list[int]], seed: int, *, seed_noise: float = 0.05, head
     return out
 
 
-def match_run(a: list[tuple[Any, WordAttention]], b: list[tuple[Any, WordAttention]], n_resamples: int = 200) -> Any:
-    """A match run of model A against model B (within layers, shuffle null) with the summary match_models makes."""
+def match_run(a: list[tuple[Any, WordAttention]], b: list[tuple[Any, WordAttention]], n_resamples: int = 200,
+              draws: bool = True) -> Any:
+    """A match run of model A against model B (within layers, shuffle null) with the summary match_models makes
+    (``draws=False``: as a match saved before the null's draws were kept)."""
     from probes.analysis.cross_distances import CrossDistances
     from probes.compare.matching import (
         bootstrap_pairs,
@@ -85,6 +87,8 @@ def match_run(a: list[tuple[Any, WordAttention]], b: list[tuple[Any, WordAttenti
                "identity_share": matching.identity_share(), "D_self": 0.0, "D_self_note": "0 by construction",
                "D_within_a": within_layer_distance(cross.within("a"), cross.shape_a).tolist(),
                "D_within_b": within_layer_distance(cross.within("b"), cross.shape_b).tolist()}
+    if draws:
+        summary["D_permuted_draws"] = [float(v) for v in null_means]
     return SimpleNamespace(matching=matching, distances=cross, summary=summary)
 
 

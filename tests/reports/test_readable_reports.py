@@ -130,14 +130,16 @@ def test_the_experiment_report_opens_with_its_answers(tmp_path: Path) -> None:
 
 
 def test_the_shipped_seed_question_report_reads_and_is_the_one_its_comparison_writes(tmp_path: Path) -> None:
-    """docs/what-makes-heads-differ/report.md is the current layout: it opens with Q1..Q5 and the lab's answers, no
-    paragraph runs long, and its answers are what its saved comparison and run record give now."""
+    """docs/what-makes-heads-differ/report.md is the current layout: it opens with Q1..Q5, no paragraph runs long,
+    and its answers are what its saved comparison and run record give now; the lab's answers open lab/report.md."""
     from probes import load
 
     shipped = (SHIPPED / "report.md").read_text(encoding="utf-8")
     body = _readable(shipped, "docs/what-makes-heads-differ/report.md")
     assert [p[:3] for p in paragraphs(body)[:5]] == ["Q1.", "Q2.", "Q3.", "Q4.", "Q5."]
-    assert "Lab (b) identical: ensemble" in body
+    assert "Lab (" not in body and "## Training lab" not in shipped  # the lab is the role lab's report now
+    lab = (SHIPPED / "lab" / "report.md").read_text(encoding="utf-8")
+    assert sections(lab)[0][0] == "Answers" and len(paragraphs(_readable(lab, "lab/report.md"))) >= 5
     record = json.loads((SHIPPED / "run.json").read_text(encoding="utf-8"))
     again = _experiment_md(load(SHIPPED / "comparison"), record, SHIPPED)
     assert sections(again)[0] == sections(shipped)[0]
@@ -331,7 +333,7 @@ def test_every_experiment_and_lab_figure_tells_its_series_apart(drawn: list[tupl
     from tests.reports.test_experiment_report import _comparison, _record
 
     _draw(_comparison(), RunRecord.of(_record()), tmp_path, "png")  # 4 models on 2 datasets
-    lab.draw_lab(load(SHIPPED / "comparison"), tmp_path, "png", "lab")  # the shipped lab: 7 cells
+    lab.draw_lab(load(SHIPPED.parent.parent / "tests" / "fixtures" / "lab_comparison"), tmp_path, "png", "lab")
     names = {name for name, _ in drawn}
     assert {"head_kinds.png", "q1_spread.png", "q3_redundancy.png", "pruning.png", "q5_layers.png",
             "lab_symmetry.png", "lab_capacity.png", "lab_division.png"} <= names

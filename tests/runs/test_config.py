@@ -114,11 +114,14 @@ def test_package_model_names():
 
 
 def _option_files() -> list[Path]:
-    """The shipped option files of one command (experiment files, with a [models] table, are read by
-    ``probes run``: tests/runs/test_experiment_spec.py)."""
+    """The shipped option files of one command (experiment files, with a [models] table or of kind role-lab, are
+    read by ``probes run``: tests/runs/test_experiment_spec.py, tests/runs/test_role_lab_runs.py)."""
     import tomllib
 
-    return [p for p in sorted((ROOT / "experiments").glob("*.toml")) if "models" not in tomllib.loads(p.read_text())]
+    def option_file(table: dict) -> bool:
+        return "models" not in table and table.get("experiment", {}).get("kind") != "role-lab"
+
+    return [p for p in sorted((ROOT / "experiments").glob("*.toml")) if option_file(tomllib.loads(p.read_text()))]
 
 
 @pytest.mark.parametrize("path", _option_files(), ids=lambda p: p.name)

@@ -28,8 +28,13 @@ def test_log2_checkpoint_steps():
     assert checkpoint_steps("log2", 20) == [0, 1, 2, 4, 8, 16, 20]
     assert checkpoint_steps("log2", 16) == [0, 1, 2, 4, 8, 16]
     assert checkpoint_steps("log2", 1) == [0, 1]
-    with pytest.raises(ConfigError, match="--checkpoints: expected one of log2, found 'every'"):
+    with pytest.raises(ConfigError, match="--checkpoints: expected one of log2, log2\\+50, found 'every'"):
         checkpoint_steps("every", 5)
+
+
+def test_dense_checkpoint_steps_add_every_fiftieth_step():
+    assert checkpoint_steps("log2+50", 120) == [0, 1, 2, 4, 8, 16, 32, 50, 64, 100, 120]
+    assert checkpoint_steps("log2+50", 100) == [0, 1, 2, 4, 8, 16, 32, 50, 64, 100]
 
 
 @pytest.mark.parametrize(("change", "words"), [

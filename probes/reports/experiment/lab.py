@@ -19,11 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from probes.compare.lab_types import LAB_TABLES, NOT_WITHIN, LabTables
+from probes.heads.inference import ALPHA
 from probes.heads.naming import INDEXING_NOTE
 from probes.reports.experiment.text import fmt
 from probes.reports.prose import clauses
 
-__all__ = ["lab_blocks", "draw_lab", "write_lab_csv", "lab_answers", "lab_table", "sig", "LAB_QUESTIONS", "LAB_LIMITS"]
+__all__ = ["lab_blocks", "draw_lab", "write_lab_csv", "lab_answers", "lab_table", "sig", "division_verdict_text", "OLD_GROWTH",
+           "LAB_QUESTIONS", "LAB_LIMITS", "UNTESTED_OLD"]
 
 #: The lab's questions, as the report asks them.
 LAB_QUESTIONS: dict[str, str] = {
@@ -35,11 +37,17 @@ LAB_QUESTIONS: dict[str, str] = {
 #: What each answer's evidence cannot tell.
 LAB_LIMITS: dict[str, str] = {
     "a": ("exactly 0 is measured at the saved checkpoints only, for this optimiser (AdamW) and these dropouts; a "
-          "few seeds of one small architecture on one corpus; the growth rate is a least-squares slope over the few "
-          "log-spaced checkpoints of the rise, not a measured eigenvalue of the saddle"),
-    "b": ("one distance (word-level attention maps) on one held-out sample; D_within has no interval over "
-          "sentences (the match units keep within-model sums in total); intervals over seeds are ranges of a few "
-          "values; an 'ensemble' verdict rests on overlapping intervals, which wider samples could separate"),
+          "few seeds of one small architecture on one corpus; the growth rate is the peak local slope of the log "
+          "excess distance, a fitted slope and not a measured eigenvalue of the saddle; on log-spaced checkpoints "
+          "a window of 3 spans steps s to 4s, so it cannot resolve a rate faster than their spacing (symmetry_steps "
+          "measures every step); the attention distance also grows when heads only sharpen, the parameter distance "
+          "does not"),
+    "b": ("one distance (word-level attention maps) on one held-out sample; 'no difference found' between D_cross "
+          "and D_within is what an ensemble of alike heads predicts, but also a division of labour whose roles recur "
+          "exactly, so distances cannot tell those two apart (function can: the role lab's ablations, kind = "
+          "\"role-lab\"); a layer of H heads has C(2H, H) / 2 regroupings (3 for 2 heads, too few for any p below "
+          "0.05; 35 for 4 heads, p at least 0.029); layers are tested without correction across layers or cells; "
+          "the shuffled-layers null of D_match mostly tests whether the layers differ"),
     "c": ("more heads at a fixed hidden size means smaller heads (head size = hidden / heads), so heads and head "
           "size change together; one training length; head counts are from one held-out half of the atlas data"),
     "d": ("checkpoints are log-spaced, so a first step is only known to lie after the checkpoint before it; "
@@ -49,11 +57,11 @@ LAB_LIMITS: dict[str, str] = {
 _INTERVALS = {
     "final_loss": "range over seeds (min to max), not a confidence interval",
     "verdicts": "none (largest distance over every checkpoint, layer, pair of heads and seed)",
-    "growth": "range over seeds of the per-seed slopes",
+    "growth": "range over seeds of the per-seed peak rates (min to max), not a confidence interval",
     "symmetry": "range over seeds (min to max)",
     "division": ("D_match and D_null: the widest of the seed pairs' 95% percentile bootstrap intervals over "
                  "sentences (over label permutations for the shuffle null) and the pairs' range; D_within and the "
-                 "identity share: range over seeds / pairs"),
+                 "identity share: range over seeds / pairs; descriptive only, no verdict is read off them"),
     "capacity": "range over seeds (min to max)",
     "formation": "none (first checkpoint step)",
 }
@@ -61,7 +69,13 @@ _TESTS = {
     "capacity": ("the specialised counts come from each model's head tests (paired test against the best baseline, "
                  "Holm over the model's heads, alpha 0.05), not part of the report's family"),
     "formation": "the relation steps come from each checkpoint model's head tests (Holm within the model)",
-    "division": "none (interval comparisons, no p-values)",
+    "division": ("per layer a permutation test of D_cross - D_within over regroupings of the heads (pairs of seeds "
+                 "combined by an intersection-union test: the largest p), 0.05 per layer, no correction across "
+                 "layers or cells; beside it D_match against the shuffled-layers null (label permutations, the "
+                 "largest p over pairs) and the identity share (exact binomial, one-sided); none of them in the "
+                 "report's family"),
+    "growth": ("none (a measured rate; whether it depends on the noise size is tested in the role lab, kind = "
+               "\"role-lab\")"),
 }
 
 
@@ -86,6 +100,35 @@ def _step(value: int, last: int | None = None) -> tuple[str, Any]:
     return str(value), value
 
 
+#: The verdict printed for a division row saved before the lab's tests (its verdict came from intervals).
+UNTESTED_OLD = "untested (saved before the tests: run the experiment again, which re-uses its units)"
+
+
+#: What (a) says of growth rows saved before the peak rate (a fit across warm-up and saturation).
+OLD_GROWTH = ("The growth rates saved with this comparison are least-squares fits across the whole rise, not the peak "
+              "local rate, and are not reported: run the experiment again (its units are re-used).")
+
+
+def division_verdict_text(row: Any) -> str:
+    """A division row's verdict as printed: its tested verdict, or :data:`UNTESTED_OLD` for a row saved before the
+    tests."""
+    return str(row.verdict) if getattr(row, "tested", False) else UNTESTED_OLD
+
+
+def _measured_on(row: Any) -> str:
+    """Where a growth row's rate was measured (a row saved before the peak rate says so)."""
+    if not row.source:
+        return "a fit across the whole rise (saved before the peak rate; not the local rate)"
+    return row.source + (f", window {row.window}" if row.window else "")
+
+
+def _layer_tests(row: Any) -> str:
+    """``layer 1: +0.012 (p 0.029); ...`` (1-based), or why untested."""
+    parts = [f"layer {k + 1}: {d:+.3g} (p {fmt(p, 'p')})"
+             for k, (d, p) in enumerate(zip(row.cross_minus_within, row.p_cross)) if math.isfinite(p)]
+    return "; ".join(parts) or (row.cross_test or "-")
+
+
 def _columns(table: str) -> list[tuple[str, Callable[[Any], tuple[str, Any]]]]:
     """The printed columns of one lab table (layers 1-based)."""
     def text(name: str) -> Callable[[Any], tuple[str, Any]]:
@@ -105,7 +148,9 @@ def _columns(table: str) -> list[tuple[str, Callable[[Any], tuple[str, Any]]]]:
                      ("max attention distance", lambda r: (f"{r.max_attention:.3g}", r.max_attention)),
                      ("stays identical (measured)", lambda r: ("yes" if r.stays_identical else "no", r.stays_identical)),
                      ("predicted", lambda r: ("yes" if r.expected else "no", r.expected)), ("reason", text("reason"))],
-        "growth": [("cell", text("cell")), layer, ("seeds", lambda r: _cell("count", r.n_seeds)),
+        "growth": [("cell", text("cell")), layer, ("distance", text("distance")),
+                   ("measured on", lambda r: (_measured_on(r), r.source)),
+                   ("seeds", lambda r: _cell("count", r.n_seeds)),
                    ("rate per step [range]", lambda r: (f"{r.rate:.4g} [{r.low:.4g}, {r.high:.4g}]", r.rate)),
                    ("doubling (steps)", lambda r: _cell("seconds", r.doubling)), ("min R²", lambda r: _cell("value", r.r2)),
                    ("window per seed", lambda r: (", ".join(f"seed {k}: {v}" for k, v in r.windows.items()), ""))],
@@ -115,15 +160,23 @@ def _columns(table: str) -> list[tuple[str, Callable[[Any], tuple[str, Any]]]]:
         "division": [("cell", text("cell")), ("heads", lambda r: _cell("count", r.heads)),
                      ("seed pairs", lambda r: _cell("count", r.n_pairs)),
                      ("D_within [seeds]", lambda r: _sig(r.d_within, r.d_within_low, r.d_within_high)),
+                     ("D_cross", lambda r: _sig(r.d_cross)),
+                     ("D_cross - D_within per layer (p)", lambda r: (_layer_tests(r), _layer_tests(r))),
+                     ("regroupings", lambda r: _cell("count", r.n_regroupings)),
                      ("D_self", lambda r: _sig(r.d_self)),
                      ("D_match [sentences]", lambda r: _sig(r.d_match, r.d_match_low, r.d_match_high)),
                      ("D_null [sentences]", lambda r: _sig(r.d_null, r.d_null_low, r.d_null_high)),
+                     ("D_match vs null: p (draws)", lambda r: (f"{fmt(r.p_match, 'p')} ({r.n_null_draws})",
+                                                               r.p_match)),
                      ("identity share [pairs]", lambda r: _cell("fraction", r.identity_share, r.identity_low,
                                                                 r.identity_high)),
+                     ("kept / matched (binomial p)", lambda r: (f"{r.identity_kept} / {r.identity_pairs} "
+                                                                f"(p {fmt(r.p_identity, 'p')})", r.p_identity)),
                      ("chance", lambda r: _cell("fraction", r.chance)),
                      ("profile D_match / D_self", lambda r: (f"{sig(r.profile_d_match)} / {sig(r.profile_d_self)}",
                                                              r.profile_d_match)),
-                     ("verdict", text("verdict")), ("why", text("why"))],
+                     ("verdict", lambda r: (division_verdict_text(r), division_verdict_text(r))),
+                     ("why", text("why"))],
         "capacity": [("heads per layer", lambda r: _cell("count", r.heads)), ("cell", text("cell")),
                      ("seeds", lambda r: _cell("count", r.n_seeds)),
                      ("held-out loss [range]", lambda r: _cell("value", r.loss, r.loss_low, r.loss_high)),
@@ -167,32 +220,68 @@ def lab_table(table: str, lab: LabTables, table_type: type) -> Any:
                       _footer(table, lab) if rows else (), empty)
 
 
+def _growth_text(rows: Sequence[Any]) -> str:
+    """``every 6.9 (parameters) / 5.1 (attention) steps in noise layer 1 (every step, window 10, R² >= 0.98)``."""
+    groups: dict[tuple[str, int], list[Any]] = {}
+    for g in rows:
+        if g.source and math.isfinite(g.doubling):  # a row saved before the peak rate has no source
+            groups.setdefault((g.cell, g.layer), []).append(g)
+    parts = []
+    for (cell, layer), mine in groups.items():
+        names = {"param": "parameters", "attention": "attention"}
+        every = " / ".join(f"{fmt(g.doubling, 'seconds')} ({names.get(g.distance, g.distance)})" for g in mine)
+        r2 = min(g.r2 for g in mine)
+        how = mine[0].source + (f", window {mine[0].window}" if mine[0].window else "")
+        parts.append(f"every {every} steps in {cell} layer {layer + 1} ({how}, R² >= {fmt(r2)})")
+    return "; ".join(parts)
+
+
 def _answer_a(lab: LabTables) -> str:
     """(a) in short: per cell whether identical heads stay identical (largest attention distance), and how fast
-    near-identical heads come apart."""
+    near-identical heads come apart at their fastest."""
     parts = [f"{v.cell}: heads that start identical {'stay identical' if v.stays_identical else 'come apart'} "
              f"(largest attention distance {v.max_attention:.3g} over {v.n_checkpoints} checkpoints x {v.n_seeds} "
              f"seeds, {'as' if v.stays_identical == v.expected else 'against what'} the reason predicts)"
              for v in lab.verdicts]
-    growth = [f"every {fmt(g.doubling, 'seconds')} steps in {g.cell} layer {g.layer + 1}" for g in lab.growth]
-    if not parts and not growth:
+    growth = _growth_text(lab.growth)
+    old = any(not g.source for g in lab.growth)
+    if not parts and not growth and not old:
         return "(a) Not answered: " + lab.missing.get("verdicts", "no identical or identical+noise cell") + "."
-    text = "(a) " + ("; ".join(parts) + "." if parts else "")
-    return text + (f" The attention distance between nearly identical heads doubles {', '.join(growth)}."
-                   if growth else "")
+    sentences = ["; ".join(parts) + "." if parts else "",
+                 f"At its fastest (peak local growth rate) the excess distance between nearly identical heads doubles "
+                 f"{growth}." if growth else "", OLD_GROWTH if old else ""]
+    return "(a) " + " ".join(s for s in sentences if s)
+
+
+def _one_division(d: Any) -> str:
+    """One tested cell's sentence of (b): its verdict and the tests behind it (layers 1-based)."""
+    layers = [f"layer {k + 1} {x:+.3g} (p {fmt(p, 'p')})"
+              for k, (x, p) in enumerate(zip(d.cross_minus_within, d.p_cross)) if math.isfinite(p)]
+    text = f"Cell {d.cell}: {d.verdict} "
+    text += (f"(D_cross - D_within {', '.join(layers)}; {d.n_pairs} pair(s) of seeds, {d.n_regroupings} "
+             "regroupings each)" if layers else f"({d.cross_test})")
+    if math.isfinite(d.p_match):
+        shown = "below" if d.p_match < ALPHA else "not shown below"
+        text += (f"; D_match {shown} the shuffled-layers null (p {fmt(d.p_match, 'p')}, {d.n_null_draws} "
+                 "permutations)")
+    else:
+        text += f"; D_match {d.match_test}"
+    if d.identity_pairs and d.d_within_high != 0.0:
+        text += (f"; {d.identity_kept} of {d.identity_pairs} matched heads keep their number against chance "
+                 f"1/{d.heads} (binomial p {fmt(d.p_identity, 'p')})")
+    return text + "."
 
 
 def _answer_b(lab: LabTables) -> str:
-    """(b) in short: each cell's verdict, with D_match against D_null where it is decided."""
+    """(b) in short: each cell's verdict from its tests, with their p-values."""
     if not lab.division:
         return "(b) Not answered: " + lab.missing.get("division", "no match units") + "."
-
-    def one(d: Any) -> str:
-        if d.verdict == "inconclusive":
-            return f"{d.cell}: {d.verdict}"
-        return (f"{d.cell}: {d.verdict} (D_match {sig(d.d_match, d.d_match_low, d.d_match_high)} against D_null "
-                f"{sig(d.d_null, d.d_null_low, d.d_null_high)})")
-    return "(b) " + "; ".join(one(d) for d in lab.division) + " (intervals compared, no p-values)."
+    old = [d.cell for d in lab.division if not getattr(d, "tested", False)]
+    sentences = [_one_division(d) for d in lab.division if getattr(d, "tested", False)]
+    if old:
+        sentences.append(f"{'Cells' if len(old) > 1 else 'Cell'} {', '.join(old)}: {UNTESTED_OLD}.")
+    return ("(b) Each verdict comes from a permutation test of D_cross against D_within per layer, never from "
+            "intervals. " + " ".join(sentences))
 
 
 def _answer_c(lab: LabTables) -> str:
@@ -280,7 +369,8 @@ def draw_lab(comparison: Any, folder: Path, suffix: str, name: str) -> dict[str,
             ("lab_loss", lab.final_loss, "Lab: held-out loss at the last step per cell", lf.write_lab_loss),
             ("lab_capacity", lab.capacity, "Lab (c): held-out loss and heads with a role against heads per layer",
              lf.write_lab_capacity),
-            ("lab_division", lab.division, "Lab (b): D_within, D_self, D_match and D_null per cell",
+            ("lab_division", lab.division, "Lab (b): D_within, D_self, D_match and D_null per cell (descriptive; "
+             "the verdicts come from the tests in the table)",
              lf.write_lab_division)]
     out = {}
     for stem, rows, caption, draw in jobs:
