@@ -86,8 +86,14 @@ class Checkpointer(TrainerCallback):
     """
 
     def __init__(self, steps: Sequence[int], write: Callable[[int, Any, float | None], Path],
-                 collator: SeededCollator, *, max_minutes: float | None = None, has: Callable[[int], bool]) -> None:
+                 collator: SeededCollator, *, max_minutes: float | None = None, has: Callable[[int], bool],
+                 log_every_step: bool = True) -> None:
         self.steps = frozenset(steps)
+        # Without a log every step (no progress bar, no time limit), the Trainer logs only at each checkpoint step
+        # and the step before it, so the loss logged at a checkpoint is still that one step's (the Trainer logs the
+        # mean over the steps since its last log): the same number, without a log entry and a sync every step.
+        self.log_every_step = log_every_step
+        self.log_steps = frozenset(s for c in self.steps for s in (c - 1, c) if s > 0)
         self.write = write
         self.has = has
         self.collator = collator
@@ -106,6 +112,8 @@ class Checkpointer(TrainerCallback):
             self._write(state.global_step, model)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if not self.log_every_step and state.global_step in self.log_steps:
+            control.should_log = True
         if state.global_step in self.steps or state.global_step >= state.max_steps:
             control.should_save = True
         if self.deadline is not None and time.monotonic() >= self.deadline and state.global_step < state.max_steps:

@@ -244,7 +244,7 @@ def _check_tokenizer(out: Path, tokenizer: Any) -> None:
                           "tokenizer that changed?); train into another --out folder", path=saved)
 
 
-def _arguments(config: TrainConfig, out: Path) -> Any:
+def _arguments(config: TrainConfig, out: Path, log_every_step: bool = True) -> Any:
     import torch
     from transformers import TrainingArguments
 
@@ -253,7 +253,8 @@ def _arguments(config: TrainConfig, out: Path) -> Any:
         learning_rate=config.learning_rate, weight_decay=config.weight_decay, warmup_steps=config.warmup,
         lr_scheduler_type=_OPTIMIZER.schedule, optim=_OPTIMIZER.name, max_grad_norm=_OPTIMIZER.max_grad_norm,
         seed=config.seed, data_seed=config.data_seed,
-        report_to=[], save_strategy="no", save_total_limit=1, logging_strategy="steps", logging_steps=1,
+        report_to=[], save_strategy="no", save_total_limit=1,
+        logging_strategy="steps" if log_every_step else "no", logging_steps=1,  # else: the Checkpointer's steps
         disable_tqdm=True, dataloader_drop_last=True, dataloader_num_workers=0, remove_unused_columns=False,
         dataloader_pin_memory=torch.cuda.is_available(), log_level="error",
         # several processes with no GPU: accelerate sees a CPU launch (gloo) only when told it is on the CPU;
@@ -375,7 +376,8 @@ def _fit(config: TrainConfig, out: Path, data: _Data, progress: bool, callbacks:
     from probes.training.models import build_model
     from probes.training.task_data import TaskCollator
 
-    args = _arguments(config, out)
+    log_every_step = progress or config.max_minutes is not None  # the bar shows each step; a stop may come anywhere
+    args = _arguments(config, out, log_every_step)
     if args.world_size != launched_processes():
         raise ConfigError(f"expected the Trainer to train on the {launched_processes()} processes of this launch "
                           f"(WORLD_SIZE), found {args.world_size} ({args.parallel_mode}); launch with torchrun or "
@@ -388,7 +390,8 @@ def _fit(config: TrainConfig, out: Path, data: _Data, progress: bool, callbacks:
         state = resume_state(out)
         done = list_checkpoints(out)
     checkpointer = Checkpointer(config.checkpoint_steps(), _writer(out, data, config, world), collator,
-                                max_minutes=config.max_minutes, has=lambda step: step in done)
+                                max_minutes=config.max_minutes, has=lambda step: step in done,
+                                log_every_step=log_every_step)
     bar = Progress(config.batch_size * world * config.seq_len, enabled=progress)
     dataset = _Blocks(data.train) if data.examples is None else data.examples
     trainer = Trainer(model=model, args=args, train_dataset=dataset, data_collator=collator,

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -190,3 +191,22 @@ def test_a_sigkilled_run_resumes_byte_identical(tmp_path: Path):
     assert resumed.resumed_from == 4 and list(resumed.checkpoints) == [0, 1, 2, 4, 8]
     train(config, tmp_path / "b", progress=False)
     assert _weights(tmp_path / "a") == _weights(tmp_path / "b")
+
+
+def test_a_run_without_a_log_every_step_records_the_same_checkpoint_losses(tmp_path: Path):
+    """Without a progress bar the Trainer logs only at each checkpoint step and the step before it: the train loss
+    recorded at every checkpoint is still that one step's, equal to a run that logs every step."""
+    from probes.training.checkpoints import read_training
+    from probes.training.config import TrainConfig
+    from probes.training.trainer import train
+
+    config = TrainConfig(arch="gpt2", layers=1, heads=2, hidden=16, attention_only=True, task="induction", steps=12,
+                         batch_size=4, seq_len=32, period_min=4, period_max=8, seed=3)
+    quiet = train(config, tmp_path / "quiet", progress=False)
+    shown = train(config, tmp_path / "shown", progress=True)
+
+    def losses(run: Any) -> dict[int, float | None]:
+        return {step: read_training(folder).train_loss for step, folder in sorted(run.checkpoints.items())}
+
+    assert losses(quiet) == losses(shown) and len(losses(quiet)) == len(config.checkpoint_steps())
+    assert all(isinstance(v, float) for step, v in losses(quiet).items() if step > 0)  # a loss at every step > 0
