@@ -38,6 +38,7 @@ import numpy.typing as npt
 from probes.errors import ConfigError
 from probes.importance.function import FUNCTION_ABLATIONS, FunctionTests, function_tests
 from probes.importance.lab_types import LabModelAnalysis
+from probes.training.config import whole_number
 from probes.training.record import TrainingRecord
 from probes.training.tasks import DEV_STREAM, TEXT, TaskBatch
 
@@ -65,20 +66,14 @@ class LabOptions:
     ablation_seed: int = 0
 
     def __post_init__(self) -> None:
-        _whole("eval_sequences", self.eval_sequences, 1)
-        _whole("map_sequences", self.map_sequences, 0)
-        _whole("ablation_seed", self.ablation_seed, 0)
+        whole_number("eval_sequences", self.eval_sequences, 1)
+        whole_number("map_sequences", self.map_sequences, 0)
+        whole_number("ablation_seed", self.ablation_seed, 0)
         if self.ablation not in FUNCTION_ABLATIONS:
             raise ConfigError(f"ablation: expected one of {', '.join(FUNCTION_ABLATIONS)}, found {self.ablation!r}")
         if self.ablation == "resample" and self.eval_sequences < 2:
             raise ConfigError(f"eval_sequences: expected at least 2 for ablation = 'resample' (a head's output is "
                               f"taken from another sequence), found {self.eval_sequences}")
-
-
-def _whole(name: str, value: object, least: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) < least:
-        raise ConfigError(f"{name}: expected a whole number >= {least}, found {value!r}")
-    return int(value)
 
 
 def check_identity(name: object, cell: object, seed: object) -> None:
@@ -87,7 +82,7 @@ def check_identity(name: object, cell: object, seed: object) -> None:
     for option, value in (("name", name), ("cell", cell)):
         if not isinstance(value, str) or not value:
             raise ConfigError(f"{option}: expected non-empty text, found {value!r}")
-    _whole("seed", seed, 0)
+    whole_number("seed", seed, 0)
 
 
 @dataclass(frozen=True)

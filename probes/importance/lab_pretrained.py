@@ -35,15 +35,10 @@ from probes.importance.lab_model import (
     role_losses,
 )
 from probes.importance.lab_types import LabModelAnalysis
+from probes.training.config import whole_number
 from probes.training.tasks import MAX_TASK_VOCAB, TaskSpec
 
 __all__ = ["PretrainedOptions", "analyse_pretrained", "ordinary_ids", "induction_probe"]
-
-
-def _whole(name: str, value: object, least: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) < least:
-        raise ConfigError(f"{name}: expected a whole number >= {least}, found {value!r}")
-    return int(value)
 
 
 @dataclass(frozen=True)
@@ -62,12 +57,12 @@ class PretrainedOptions:
     map_sequences: int = 8
 
     def __post_init__(self) -> None:
-        _whole("sequences", self.sequences, 2 if self.ablation == "resample" else 1)
-        _whole("period_min", self.period_min, 1)
-        _whole("period_max", self.period_max, self.period_min)
-        _whole("seq_len", self.seq_len, self.period_max + 2)  # every sequence has a predicted position
-        _whole("seed", self.seed, 0)
-        _whole("map_sequences", self.map_sequences, 0)
+        whole_number("sequences", self.sequences, 2 if self.ablation == "resample" else 1)
+        whole_number("period_min", self.period_min, 1)
+        whole_number("period_max", self.period_max, self.period_min)
+        whole_number("seq_len", self.seq_len, self.period_max + 2)  # every sequence has a predicted position
+        whole_number("seed", self.seed, 0)
+        whole_number("map_sequences", self.map_sequences, 0)
         if self.ablation not in FUNCTION_ABLATIONS:
             raise ConfigError(f"ablation: expected one of {', '.join(FUNCTION_ABLATIONS)}, found {self.ablation!r}")
         for name in ("function", "pairs"):

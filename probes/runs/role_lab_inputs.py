@@ -50,8 +50,9 @@ def lab_cells(record: RunRecord, analyses: Sequence[LabModelAnalysis]) -> dict[s
     cells: dict[str, Any] = {}
     configs: dict[str, TrainConfig] = {}
     for unit in record.details.run.units or ():
-        if unit.analysis == TRAIN and unit.options is not None and unit.options.config is not None:
-            configs.setdefault(str(unit.options.cell), TrainConfig.from_dict(dict(unit.options.config)))
+        if unit.analysis == TRAIN and unit.options is not None and unit.options.config is not None \
+                and str(unit.options.cell) not in configs:  # one config per cell (its seeds differ only by seed)
+            configs[str(unit.options.cell)] = TrainConfig.from_dict(dict(unit.options.config))
     by_cell: dict[str, list[LabModelAnalysis]] = {}
     for a in analyses:
         by_cell.setdefault(a.cell, []).append(a)

@@ -23,7 +23,7 @@ from probes.extraction.families import Sizes, Trainable, trainable_families
 from probes.training.schemes import InitScheme
 from probes.training.tasks import ROLES, TASKS, TEXT, TaskSpec
 
-__all__ = ["TrainConfig", "ARCHS", "CHECKPOINT_RULES", "TRAIN_TOKENIZER", "BYTE_ALPHABET", "RESUME_EXEMPT",
+__all__ = ["TrainConfig", "whole_number", "ARCHS", "CHECKPOINT_RULES", "TRAIN_TOKENIZER", "BYTE_ALPHABET", "RESUME_EXEMPT",
            "MAX_LAYERS", "MAX_HEADS", "MAX_HIDDEN", "MAX_INTERMEDIATE", "MAX_SEQ_LEN", "MAX_BATCH_SIZE", "MAX_VOCAB",
            "MAX_STEPS", "checkpoint_steps", "ATTENTION_ONLY_INTERMEDIATE", "LATER_OPTIONS", "hidden_size"]
 
@@ -123,6 +123,13 @@ def _short(value: Any, most: int = 60) -> str:
     except ValueError:  # an int of more than 4300 digits has no repr
         text = f"a whole number of about {int(value.bit_length() * 0.30103)} digits"
     return text if len(text) <= most else text[:most] + "..."
+
+
+def whole_number(name: str, value: Any, least: int = 1) -> int:
+    """``value`` as an int when it is a whole number >= ``least`` (not a bool); else a ConfigError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < least:
+        raise ConfigError(f"{name}: expected a whole number >= {least}, found {value!r}")
+    return int(value)
 
 
 def _whole(flag: str, value: Any, least: int, most: int | None = None) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import numbers
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from probes.errors import ConfigError
-from probes.training.config import TrainConfig
+from probes.training.config import TrainConfig, whole_number
 
 if TYPE_CHECKING:
     import torch
@@ -39,12 +38,6 @@ __all__ = ["member_config", "member_configs", "member_seed", "ensemble_params", 
 #: a seed; the golden ratio of 2**32, so nearby ensemble seeds rarely meet either).
 SEED_STRIDE = 0x9E3779B9
 _SEEDS = 2**32
-
-
-def _count(name: str, value: Any, least: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < least:
-        raise ConfigError(f"{name}: expected a whole number >= {least}, found {value!r}")
-    return int(value)
 
 
 def config_vocab(config: TrainConfig) -> int:
@@ -96,7 +89,7 @@ def member_config(config: TrainConfig, members: int, *, vocab: int | None = None
         ConfigError: naming ``ensemble``: ``members`` not a divisor of ``config.heads`` (or of ``--kv-heads``), or
             no hidden size fitting the parameter budget.
     """
-    members = _count("ensemble", members)
+    members = whole_number("ensemble", members)
     if config.heads % members:
         raise ConfigError(f"ensemble: expected a number of members dividing --heads {config.heads} (each member has "
                           f"heads / members heads), found {members}")
@@ -105,7 +98,7 @@ def member_config(config: TrainConfig, members: int, *, vocab: int | None = None
                           f"{members}")
     if members == 1:
         return config
-    vocab = config_vocab(config) if vocab is None else _count("vocab", vocab)
+    vocab = config_vocab(config) if vocab is None else whole_number("vocab", vocab)
     heads = config.heads // members
     budget = _parameters(config, vocab)
 
@@ -127,7 +120,7 @@ def member_seed(seed: int, member: int) -> int:
     """The initialisation seed of member ``member`` of an ensemble whose seed is ``seed``: ``seed`` for member 0,
     then ``(seed + member x SEED_STRIDE) mod 2**32`` (:data:`SEED_STRIDE`): deterministic, and distinct for the
     members of one ensemble."""
-    seed, member = _count("seed", seed, 0), _count("member", member, 0)
+    seed, member = whole_number("seed", seed, 0), whole_number("member", member, 0)
     if seed >= _SEEDS or member >= _SEEDS:
         raise ConfigError(f"seed, member: expected whole numbers below 2**32, found {seed}, {member}")
     return (seed + member * SEED_STRIDE) % _SEEDS
@@ -143,7 +136,7 @@ def member_configs(config: TrainConfig, members: int, *, vocab: int | None = Non
 def ensemble_params(config: TrainConfig, members: int, *, vocab: int | None = None) -> tuple[int, int]:
     """``(ensemble, single)``: the parameters of ``members`` members of :func:`member_config` summed, and of the
     one model ``config`` (the family's count over ``vocab``, default :func:`config_vocab`)."""
-    vocab = config_vocab(config) if vocab is None else _count("vocab", vocab)
+    vocab = config_vocab(config) if vocab is None else whole_number("vocab", vocab)
     member = member_config(config, members, vocab=vocab)
     return members * _parameters(member, vocab), _parameters(config, vocab)
 
