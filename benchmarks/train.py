@@ -3,7 +3,10 @@
 One small config (default: ``bert``, 2 layers, 4 heads, hidden 128, ``--seq-len`` 64, ``--batch-size`` 16,
 ``--steps`` 500, on ``sample:dev`` + ``sample:test`` or the ``--treebank`` given) is trained twice per repeat, each
 side in a child process of its own with ``torch.set_num_threads(--threads)`` (default 1, so that the two sides
-compete for the same share of a shared machine), the sides alternating:
+compete for the same share of a shared machine). The two sides of a repeat run at the same time, each in its own
+process on its own core, so that both see the same machine (on a shared virtual machine the speed of one core
+drifts by 20-30% from one minute to the next: sides run one after the other, ``--one-after-the-other``, then
+differ by that drift, not by their loops):
 
 (a) ``probes``: :func:`probes.training.trainer.train` into a temporary folder, i.e. what a user of ``probes train``
     gets: transformers' ``Trainer`` (AdamW, linear schedule, gradient clipping at 1.0, a log entry every step), a
@@ -14,14 +17,16 @@ compete for the same share of a shared machine), the sides alternating:
     and masks (:class:`probes.training.callbacks.SeededCollator`), ``torch.optim.AdamW`` with the same
     hyper-parameters and ``get_linear_schedule_with_warmup``, the same number of steps; no checkpoints, no
     evaluation, no logging; and the C allocator setting (a)'s ``train`` makes
-    (:func:`probes.training.allocator.keep_freed_memory`), so that the two sides differ only in the loop.
+    (:func:`probes.training.allocator.keep_freed_memory`) and the frozen heap of its ``Trainer.train``
+    (``gc.freeze``, :mod:`probes.training.lean_trainer`), so that the two sides differ only in the loop.
 
 Times are the training call only (data reading and tokenizing, done by both sides, are outside it): for (a) the
 ``Trainer.train`` call as :class:`~probes.training.trainer.TrainingRun` reports it (``train``), and the same
 without the checkpoint writes and held-out evaluation (``loop``, from a callback timing each save); for (b) the
-loop from the optimizer's creation to the last step. Per side the fastest repeat counts. The final train loss of
-both sides is printed: equal losses show that the two sides computed the same thing. Prints a table and the
-ratios (a)/(b) (the target: ``train`` at most 1.10x), then one line of JSON. Example (offline, about 6 minutes on a quiet machine)::
+loop from the optimizer's creation to the last step. The table shows each side's fastest repeat; the ratio held
+against the target is the median over repeats of (a)/(b) within a repeat (the two sides timed side by side). The
+final train loss of both sides is printed: equal losses show that the two sides computed the same thing. Prints a
+table and the ratios (a)/(b) (the target: ``train`` at most 1.10x), then one line of JSON. Example (offline, about 6 minutes on a quiet machine)::
 
     python benchmarks/train.py --threads 1 --repeats 3
 
@@ -30,7 +35,7 @@ The role lab's step (issue 39): ``--task induction`` (or ``roles``) with ``--att
 probes' ``train`` does (:mod:`probes.training.task_data`): the task tokenizer, :class:`TaskExamples` (example ``i``
 drawn from its seed when asked for, inside the loop on both sides), the same sampler order and
 :class:`TaskCollator` (labels ``-100`` off the predictable positions); (a) also reports how its saves split into the
-held-out loss (512 held-out sequences at each checkpoint), the checkpoint folder writes and the ``Trainer``'s resume
+held-out loss (128 held-out sequences at each checkpoint, :data:`probes.training.trainer.TASK_DEV_SEQUENCES`), the checkpoint folder writes and the ``Trainer``'s resume
 state. The lab's settings (about a minute a side on a quiet machine)::
 
     python benchmarks/train.py --task induction --attention-only --arch gpt2 --layers 2 --heads 4 --hidden 64 \
@@ -40,8 +45,10 @@ state. The lab's settings (about a minute a side on a quiet machine)::
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -182,6 +189,7 @@ def bare_child(config: Any) -> dict[str, Any]:
     tokenizer, items, collator = (_text_data if config.task_spec is None else _task_data)(config)
     model = build_model(config, tokenizer)
     per_epoch = len(items) // config.batch_size
+    gc.freeze()  # as probes' Trainer.train does (probes.training.lean_trainer): the collector skips the set-up's objects
     t0 = time.perf_counter()
     trained = [p for p in model.parameters() if p.requires_grad]  # an attention-only model's MLP is frozen
     optimizer = torch.optim.AdamW(trained, lr=config.learning_rate, weight_decay=config.weight_decay,
@@ -208,16 +216,30 @@ def bare_child(config: Any) -> dict[str, Any]:
     return {"train_s": seconds, "steps": step, "final_loss": float(loss) if loss is not None else None}
 
 
-def run_child(side: str, argv: list[str], threads: int) -> dict[str, Any]:
-    """One side in a fresh process; its JSON result (the child's last line)."""
+def _start_child(side: str, argv: list[str], threads: int) -> subprocess.Popen[str]:
+    """One side in a fresh process, started now."""
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
            "TOKENIZERS_PARALLELISM": "false"}
-    done = subprocess.run([sys.executable, __file__, *argv, "--child", side], env=env, capture_output=True,
-                          text=True, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"the {side} child failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return subprocess.Popen([sys.executable, __file__, *argv, "--child", side], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _result(side: str, child: subprocess.Popen[str]) -> dict[str, Any]:
+    """A started side's JSON result (the child's last line)."""
+    out, err = child.communicate()
+    if child.returncode != 0:
+        raise RuntimeError(f"the {side} child failed ({child.returncode}):\n{err[-3000:]}")
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def run_pair(argv: list[str], threads: int, together: bool) -> dict[str, dict[str, Any]]:
+    """Both sides once: at the same time (``together``: each on its own core, under the same machine load), or one
+    after the other."""
+    if together:
+        children = {side: _start_child(side, argv, threads) for side in ("probes", "bare")}
+        return {side: _result(side, child) for side, child in children.items()}
+    return {side: _result(side, _start_child(side, argv, threads)) for side in ("probes", "bare")}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -241,7 +263,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--period-max", type=int, default=32)
     parser.add_argument("--task-roles", type=int, default=4)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads of each child (default 1)")
-    parser.add_argument("--repeats", type=int, default=1, help="alternating (a, b) pairs; the fastest counts")
+    parser.add_argument("--repeats", type=int, default=1, help="(a, b) pairs; the median of their ratios counts")
+    parser.add_argument("--one-after-the-other", dest="together", action="store_false",
+                        help="run the two sides of a repeat one after the other (default: at the same time, each on "
+                             "its own core, when the machine has the cores for both)")
     parser.add_argument("--child", choices=["probes", "bare"], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     config = config_from(args)
@@ -254,9 +279,11 @@ def main(argv: list[str] | None = None) -> None:
         return
     forwarded = list(argv if argv is not None else sys.argv[1:])
     runs: dict[str, list[dict[str, Any]]] = {"probes": [], "bare": []}
+    together = args.together and args.threads * 2 <= (os.cpu_count() or 1)
     for _ in range(args.repeats):
-        for side in ("probes", "bare"):
-            runs[side].append(run_child(side, forwarded, args.threads))
+        for side, result in run_pair(forwarded, args.threads, together).items():
+            runs[side].append(result)
+    args.together = together
     report(config, args, runs)
 
 
@@ -265,7 +292,9 @@ def report(config: Any, args: argparse.Namespace, runs: dict[str, list[dict[str,
     a = min(runs["probes"], key=lambda r: r["train_s"])
     b = min(runs["bare"], key=lambda r: r["train_s"])
     tokens = config.steps * config.batch_size * config.seq_len
-    ratio, loop_ratio = a["train_s"] / b["train_s"], a["loop_s"] / b["train_s"]
+    pairs = [(pa["train_s"] / pb["train_s"], pa["loop_s"] / pb["train_s"]) for pa, pb in zip(runs["probes"], runs["bare"])]
+    ratio = float(statistics.median(r for r, _ in pairs))
+    loop_ratio = float(statistics.median(r for _, r in pairs))
     spec = config.task_spec
     data = (f"data {' + '.join(config.treebank)}" if spec is None else
             f"task {spec.name} (vocab {spec.vocab}" + (f", period {spec.period_min}-{spec.period_max})"
@@ -273,7 +302,8 @@ def report(config: Any, args: argparse.Namespace, runs: dict[str, list[dict[str,
     print(f"{config.arch}{' attention-only' if config.attention_only else ''}, {config.layers} layers x "
           f"{config.heads} heads, hidden {config.hidden}, seq {config.seq_len}, batch {config.batch_size}, "
           f"{config.steps} steps ({tokens:,} tokens), lr {config.learning_rate:g}, warmup {config.warmup}, {data}; "
-          f"{args.threads} thread(s), {args.repeats} repeat(s), load average {os.getloadavg()[0]:.2f}")
+          f"{args.threads} thread(s), {args.repeats} repeat(s), the sides of a repeat "
+          f"{'at the same time' if args.together else 'one after the other'}, load average {os.getloadavg()[0]:.2f}")
     print(f"{'side':<34}{'seconds':>9}{'tokens/s':>11}{'ratio':>8}")
     rows = [("(b) bare PyTorch loop", b["train_s"]), ("(a) probes train (Trainer.train)", a["train_s"]),
             ("(a) without checkpoints + eval", a["loop_s"])]
@@ -285,11 +315,15 @@ def report(config: Any, args: argparse.Namespace, runs: dict[str, list[dict[str,
           f"checkpoint: {a['step0_checkpoint_s']:.2f} s); train() took {a['wall_s']:.2f} s in all (with preparing the "
           f"data); the loop without the saves: {1e3 * (a['loop_s'] - b['train_s']) / config.steps:+.2f} ms a step "
           "against (b)")
-    print(f"final train loss: (a) {a['final_loss']}, (b) {b['final_loss']}; "
-          f"ratio {ratio:.3f}x against the target {TARGET:.2f}x: {'met' if ratio <= TARGET else 'NOT met'}")
+    print("(a)/(b) within each repeat: " + ", ".join(f"{r:.3f}" for r, _ in pairs) +
+          f" (without the saves: {', '.join(f'{r:.3f}' for _, r in pairs)}); fastest against fastest "
+          f"{a['train_s'] / b['train_s']:.3f}")
+    print(f"final train loss: (a) {a['final_loss']}, (b) {b['final_loss']}; median ratio {ratio:.3f}x (without the "
+          f"saves {loop_ratio:.3f}x) against the target {TARGET:.2f}x: {'met' if ratio <= TARGET else 'NOT met'}")
     print(json.dumps({"config": config.to_dict(), "threads": args.threads, "repeats": args.repeats,
                       "load_average": os.getloadavg()[0], "tokens": tokens, "probes": a, "bare": b,
-                      "ratio": ratio, "ratio_without_saves": loop_ratio, "target": TARGET,
+                      "ratio": ratio, "ratio_without_saves": loop_ratio, "pair_ratios": [r for r, _ in pairs],
+                      "together": args.together, "target": TARGET,
                       "tokens_per_second": {"probes": tokens / a["train_s"], "bare": tokens / b["train_s"]},
                       "runs": runs}))
 

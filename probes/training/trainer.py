@@ -45,6 +45,7 @@ from probes.training.allocator import keep_freed_memory
 from probes.training.checkpoints import write_checkpoint, writing
 from probes.training.config import TrainConfig
 from probes.training.data import TextSource
+from probes.training.lean_trainer import lean_trainer
 from probes.training.memory import check_memory
 from probes.training.record import CheckpointRecord, DataRecord, OptimizerRecord, TrainingRecord, record_text
 from probes.training.runfolder import (
@@ -370,7 +371,7 @@ def _whole(path: Path, write: Any) -> None:
 def _fit(config: TrainConfig, out: Path, data: _Data, progress: bool, callbacks: Sequence[Any],
          allocator: str) -> TrainingRun:
     """Build the model and the ``Trainer``, train (resuming where the resume state says), tidy up."""
-    from transformers import PrinterCallback, Trainer
+    from transformers import PrinterCallback
 
     from probes.training.callbacks import Checkpointer, Progress, SeededCollator
     from probes.training.models import build_model
@@ -394,13 +395,10 @@ def _fit(config: TrainConfig, out: Path, data: _Data, progress: bool, callbacks:
                                 log_every_step=log_every_step)
     bar = Progress(config.batch_size * world * config.seq_len, enabled=progress)
     dataset = _Blocks(data.train) if data.examples is None else data.examples
-    trainer = Trainer(model=model, args=args, train_dataset=dataset, data_collator=collator,
-                      callbacks=[checkpointer, bar, *callbacks])
+    trainer = lean_trainer(model=model, args=args, train_dataset=dataset, data_collator=collator,
+                           callbacks=[checkpointer, bar, *callbacks])
     trainer.remove_callback(PrinterCallback)
     _save_or_write_error(trainer, out / RESUME_DIR)
-    # The Trainer counts each batch's FLOPs for its state's `total_flos` (a walk over the parameters per step,
-    # about 1% of a small model's step); probes reports tokens per second instead.
-    trainer.floating_point_ops = lambda inputs: 0  # type: ignore[method-assign]  # this Trainer's count only
     from transformers.utils import logging as hf_logging
 
     bars = hf_logging.is_progress_bar_enabled()

@@ -210,3 +210,29 @@ def test_a_run_without_a_log_every_step_records_the_same_checkpoint_losses(tmp_p
 
     assert losses(quiet) == losses(shown) and len(losses(quiet)) == len(config.checkpoint_steps())
     assert all(isinstance(v, float) for step, v in losses(quiet).items() if step > 0)  # a loss at every step > 0
+
+
+def test_the_lean_trainer_trains_what_the_trainer_trains(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """probes' Trainer (one clip over a fixed list of the trained parameters, no FLOP count, a frozen heap during
+    train) gives checkpoints byte-identical to transformers' own Trainer's, an attention-only model (frozen MLP
+    parameters, left out of the clip) included; and it is the one ``train`` uses."""
+    from transformers import Trainer
+
+    import probes.training.trainer as trainer_module
+
+    config = TrainConfig(arch="gpt2", layers=1, heads=2, hidden=16, attention_only=True, task="induction", steps=6,
+                         batch_size=4, seq_len=32, period_min=4, period_max=8, seed=5, learning_rate=0.05)
+    made: list[str] = []
+    lean = trainer_module.lean_trainer
+
+    def spy(**kwargs: Any) -> Any:
+        made.append("lean")
+        return lean(**kwargs)
+
+    monkeypatch.setattr(trainer_module, "lean_trainer", spy)
+    trainer_module.train(config, tmp_path / "lean", progress=False)
+    monkeypatch.setattr(trainer_module, "lean_trainer", lambda **kwargs: Trainer(**kwargs))
+    trainer_module.train(config, tmp_path / "plain", progress=False)
+    lean_weights = _weights(tmp_path / "lean", ("model.safetensors",))
+    assert made == ["lean"] and len(lean_weights) == len(config.checkpoint_steps())
+    assert lean_weights == _weights(tmp_path / "plain", ("model.safetensors",))
