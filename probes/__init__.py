@@ -36,6 +36,7 @@ _LAZY = {
     "AttentionExtractor": "probes.extraction.extractor",
     "open_store": "probes.extraction.store",
     "extract_to_store": "probes.extraction.store",
+    "attention_maps": "probes.runs.attention_maps",  # one text's token-level maps under an attention source
     # pipelines: each returns a result object
     "leaderboard": "probes.runs.leaderboard",
     "coreference": "probes.runs.coreference",
@@ -56,8 +57,10 @@ _RESULT_TYPES = {
     "BridgingRun": "probes.runs.coreference",
     "ProbeRun": "probes.runs.probing",
     "Atlas": "probes.runs.atlas",
+    "AttentionMaps": "probes.runs.attention_maps",
     "HeadImportance": "probes.runs.importance",
     "Pruning": "probes.runs.importance",
+    "SourcesRun": "probes.runs.sources",
 }
 
 #: The library call behind each command that ``_LAZY`` does not already name after it (``"module:attr"`` where the
@@ -66,6 +69,7 @@ _RESULT_TYPES = {
 #: :data:`COMMAND_CALLS` maps every command to its call (tests/test_public_api.py holds it complete).
 _COMMAND_CALLS = {
     "match": "probes.runs.match:match_models",
+    "compare_sources": "probes.runs.sources",
     "train": "probes.runs.train:train_model",
     "run_experiment": "probes.runs.experiment",
     "report_experiment": "probes.runs.experiment",
@@ -82,7 +86,7 @@ COMMAND_CALLS: dict[str, tuple[str, ...]] = {
     "data": ("cache_status", "add_to_cache"), "demo": ("demo",), "extract": ("extract_to_store",),
     "importance": ("head_importance",), "leaderboard": ("leaderboard",), "match": ("match",),
     "models": ("KNOWN_MODELS",), "probe": ("probe",), "prune": ("prune",), "report": ("report_experiment",),
-    "run": ("run_experiment",), "train": ("train",), "verify": ("verify_store",),
+    "run": ("run_experiment",), "sources": ("compare_sources",), "train": ("train",), "verify": ("verify_store",),
 }
 
 # subpackages load on first use too: ``probes.runs.match.match_models`` after a plain ``import probes``

@@ -115,6 +115,7 @@ _HOMES: tuple[str, ...] = (
     "probes.importance.lab_types", "probes.runs.role_lab",
     "probes.analysis.head_distances", "probes.analysis.head_types", "probes.analysis.patterns",
     "probes.analysis.roles", "probes.analysis.surface", "probes.analysis.unit_counts", "probes.compare.types",
+    "probes.analysis.sinks",
     "probes.corpora.readreport", "probes.errors",
     "probes.extraction.attention", "probes.extraction.gradients", "probes.extraction.outputs", "probes.heads.profile",
     "probes.heads.selection", "probes.importance.function", "probes.importance.pruning", "probes.importance.scores",
@@ -122,6 +123,7 @@ _HOMES: tuple[str, ...] = (
     "probes.runs.atlas", "probes.runs.coreference", "probes.runs.experiment", "probes.runs.experiment_train",
     "probes.runs.importance",
     "probes.runs.leaderboard", "probes.runs.probing", "probes.training.curves", "probes.training.symmetry",
+    "probes.compare.sources", "probes.runs.sources", "probes.runs.attention_maps",
 )
 
 

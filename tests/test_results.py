@@ -222,6 +222,12 @@ def surface_result():
     return feed(SurfaceStats(), token_pairs())
 
 
+def sink_result():
+    from probes.analysis.sinks import AttentionSinks
+
+    return feed(AttentionSinks(), token_pairs())
+
+
 def roles_result():
     from probes.analysis.roles import HeadRoles, word_frequencies
 
@@ -342,6 +348,7 @@ CASES: dict[str, Callable[[], Result]] = {
     "BridgingRun": bridging_run,
     "SpecialsResult": specials_result,
     "SurfaceResult": surface_result,
+    "SinkResult": sink_result,
     "RolesResult": roles_result,
     "PatternResult": pattern_result,
     "DistanceResult": distance_result,
@@ -389,6 +396,12 @@ CASES: dict[str, Callable[[], Result]] = {
         tokens_per_second=100.0, last_step=4, folder="train/heads-1/seed-1", resumed_from=2),
     "LabModelAnalysis": lambda: importlib.import_module("tests.compare.test_role_lab")._experiment()[0][0],
     "RoleLabComparison": lambda: _role_lab_comparison(),
+    "ShareComparison": lambda: importlib.import_module("tests.compare.test_sources_compare")._share_comparison(),
+    "AttentionMaps": lambda: importlib.import_module("probes.runs.attention_maps").AttentionMaps(
+        tokens=("[CLS]", "a", "[SEP]"), source="norm", maps=np.full((2, 2, 3, 3), 1 / 3, dtype=np.float32),
+        totals=np.ones((2, 2, 3), dtype=np.float32), layer_maps=np.full((2, 3, 3), 1 / 3, dtype=np.float32),
+        rollout=np.full((2, 3, 3), 1 / 3, dtype=np.float32), identity=0.5, flow=None, model="tiny"),
+    "SourcesRun": lambda: importlib.import_module("tests.compare.test_sources_compare")._sources_run(),
     "RoleLabRun": lambda: importlib.import_module("probes.runs.role_lab").RoleLabRun(
         comparison=_role_lab_comparison(), families=(CASES["FamilyRoles"](),),
         record={"command": "probes run", "experiment": {"name": "lab", "kind": "role-lab"}}),

@@ -16,6 +16,7 @@ from probes.analysis.driver import StreamResult, stream
 from probes.analysis.head_distances import HeadDistances
 from probes.analysis.patterns import AttentionPatterns
 from probes.analysis.roles import HeadRoles
+from probes.analysis.sinks import AttentionSinks
 from probes.analysis.surface import SurfaceStats
 
 __all__ = ["ANALYSES", "Analysis", "StreamResult", "stream"]
@@ -31,4 +32,5 @@ ANALYSES: dict[str, type[Analysis]] = {
     "roles": HeadRoles,
     "patterns": AttentionPatterns,
     "distances": HeadDistances,
+    "sinks": AttentionSinks,
 }

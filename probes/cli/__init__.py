@@ -35,6 +35,7 @@ from probes.cli import importance as _importance  # noqa: F401  (registers `impo
 from probes.cli import match as _match  # noqa: F401  (registers `match`)
 from probes.cli import models as _models  # noqa: F401  (registers `models`)
 from probes.cli import probe as _probe  # noqa: F401  (registers `probe`)
+from probes.cli import sources as _sources  # noqa: F401  (registers `sources`)
 from probes.cli import syntax as _syntax  # noqa: F401  (registers `leaderboard`, `baselines`, `demo`)
 from probes.cli import train as _train  # noqa: F401  (registers `train`)
 from probes.cli import verify as _verify  # noqa: F401  (registers `verify`)

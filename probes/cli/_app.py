@@ -20,8 +20,8 @@ __all__ = ["app", "state", "command", "panel_of", "ProbesCommand", "ProbesGroup"
 #: The panels of ``probes --help`` and their commands, in the order shown (tests/cli/test_cli_help.py holds it
 #: complete against the registered commands).
 COMMAND_PANELS: dict[str, tuple[str, ...]] = {
-    "Analyses": ("demo", "leaderboard", "atlas", "match", "coref", "bridging", "probe", "importance", "prune",
-                 "baselines"),
+    "Analyses": ("demo", "leaderboard", "atlas", "match", "coref", "bridging", "sources", "probe", "importance",
+                 "prune", "baselines"),
     "Models and data": ("models", "data", "extract", "verify"),
     "Experiments": ("run", "report"),
     "Training": ("train",),

@@ -67,6 +67,7 @@ def atlas_cli(
     max_batch_tokens: Optional[int] = options.max_batch_tokens_option(),
     max_attention_mb: float = options.max_attention_mb_option(),
     device_map: Optional[str] = options.device_map_option(),
+    attention_source: str = options.attention_source_option(),
     config: Optional[Path] = options.config_option(),
 ) -> None:
     from probes.reports.writer import check_out_dir
@@ -79,7 +80,8 @@ def atlas_cli(
                    head_type_sequences=head_type_sequences, example=example, batch_size=batch_size, device=device,
                    on_long=on_long, limit=limit,
                    progress=progress, record={"options": {"config": str(config) if config else None}},
-                   extraction=options.extraction(dtype, max_batch_tokens, max_attention_mb, device_map))
+                   extraction=options.extraction(dtype, max_batch_tokens, max_attention_mb, device_map,
+                                                    attention_source))
     stage(f"writing report to {out_dir}", progress)
     paths = result.write(out_dir, figures=figures, figure_format=figure_format, overwrite=overwrite)
     typer.echo(result.format(), nl=False)

@@ -105,6 +105,7 @@ def coref(
     max_batch_tokens: int | None = options.max_batch_tokens_option(),
     max_attention_mb: float = options.max_attention_mb_option(),
     device_map: str | None = options.device_map_option(),
+    attention_source: str = options.attention_source_option(),
     config: Path | None = options.config_option(),
 ) -> None:
     """Antecedent-selection accuracy of every head, with nearest / head-match / rule-based baselines."""
@@ -115,7 +116,8 @@ def coref(
                       direction=direction, antecedents=antecedents, singletons=singletons,
                       split_antecedents=split_antecedents, batch_size=batch_size, device=device,
                       revision=revision, on_long=on_long, limit=limit, n_resamples=n_resamples, progress=progress,
-                      extraction=options.extraction(dtype, max_batch_tokens, max_attention_mb, device_map))
+                      extraction=options.extraction(dtype, max_batch_tokens, max_attention_mb, device_map,
+                                                    attention_source))
     _report(run, out_dir, progress, figures=figures, figure_format=figure_format, overwrite=overwrite)
 
 
@@ -148,6 +150,7 @@ def bridging(
     max_batch_tokens: int | None = options.max_batch_tokens_option(),
     max_attention_mb: float = options.max_attention_mb_option(),
     device_map: str | None = options.device_map_option(),
+    attention_source: str = options.attention_source_option(),
     config: Path | None = options.config_option(),
 ) -> None:
     """Bridging: argmax accuracy and Pandit & Hou attention-mass ratio of every head, by sentence distance."""
@@ -157,6 +160,7 @@ def bridging(
     run = run_bridging(model, treebank, select_on=select_on, window=window, stride=stride, direction=direction,
                        credit=credit, min_links=min_links, batch_size=batch_size, device=device,
                        revision=revision, on_long=on_long, limit=limit, n_resamples=n_resamples, progress=progress,
-                       extraction=options.extraction(dtype, max_batch_tokens, max_attention_mb, device_map))
+                       extraction=options.extraction(dtype, max_batch_tokens, max_attention_mb, device_map,
+                                                    attention_source))
     _report(run, out_dir, progress, figures=figures, figure_format=figure_format,
             overwrite=overwrite)

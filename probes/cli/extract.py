@@ -47,6 +47,7 @@ def extract_cli(
     max_batch_tokens: Optional[int] = options.max_batch_tokens_option(),
     max_attention_mb: float = options.max_attention_mb_option(),
     device_map: Optional[str] = options.device_map_option(),
+    attention_source: str = options.attention_source_option(),
     config: Optional[Path] = options.config_option(),
 ) -> None:
     """Extract word-level attention of every head for a treebank into an attention store.
@@ -79,7 +80,8 @@ def extract_cli(
             model, revision=revision, device=device, batch_size=batch_size,
             layers=keep_layers, heads=keep_heads, from_pool=from_pool,
             max_length=max_length, on_long=on_long, progress=progress and world.is_main,
-            extraction=options.extraction(dtype, max_batch_tokens, max_attention_mb, device_map))
+            extraction=options.extraction(dtype, max_batch_tokens, max_attention_mb, device_map,
+                                                    attention_source))
         _extract(extractor, model, Path(path), store, limit, shard_size, world)
 
 

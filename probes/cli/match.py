@@ -55,6 +55,7 @@ def match_cli(
     max_batch_tokens: Optional[int] = options.max_batch_tokens_option(),
     max_attention_mb: float = options.max_attention_mb_option(),
     device_map: Optional[str] = options.device_map_option(),
+    attention_source: str = options.attention_source_option(),
     config: Optional[Path] = options.config_option(),
 ) -> None:
     options.refuse_together(ctx, ("within_layers", "across_layers"))
@@ -71,7 +72,8 @@ def match_cli(
                        n_resamples=n_resamples, min_count=min_count, batch_size=batch_size, device=device,
                        on_long=on_long, progress=progress,
                        record={"options": {"config": str(config) if config else None}},
-                       extraction=options.extraction(dtype, max_batch_tokens, max_attention_mb, device_map))
+                       extraction=options.extraction(dtype, max_batch_tokens, max_attention_mb, device_map,
+                                                    attention_source))
     stage(f"writing report to {out_dir}", progress)
     paths = run.write(out_dir, figures=figures, figure_format=figure_format, overwrite=overwrite)
     typer.echo(run.format(), nl=False)

@@ -29,6 +29,7 @@ __all__ = [
     "ON_LONG", "FIGURE_FORMATS", "parse_indices", "layers_option", "heads_option", "limit_option",
     "on_long_option", "figure_format_option", "overwrite_option", "one_of", "DTYPES", "MAX_BATCH_TOKENS_HELP",
     "MAX_ATTENTION_MB", "max_batch_tokens_option", "max_attention_mb_option", "dtype_option", "device_map_option",
+    "attention_source_option",
     "extraction", "MAX_COUNT", "path_parser", "text_parser", "rule_bounds",
     "n_resamples_option", "path_option", "PANELS", "DATA_PANEL", "MODEL_PANEL", "OUTPUT_PANEL", "ANALYSIS_PANEL",
     "TRAINING_PANEL", "EXTRACTION_PANEL", "GENERAL_PANEL", "refuse_together", "Contradiction", "choice_option", "given",
@@ -384,6 +385,16 @@ def dtype_option(*, panel: str = EXTRACTION_PANEL) -> Any:
                         callback=one_of("--dtype", DTYPES), help="Model dtype (attention is pooled in float32).")
 
 
+def attention_source_option(*, panel: str = EXTRACTION_PANEL) -> Any:
+    """``--attention-source weights|norm|contribution|value-zeroing``: what the attention maps hold."""
+    from probes.extraction.sources import SOURCES  # no torch import at module level there
+
+    return typer.Option("weights", "--attention-source", metavar="|".join(SOURCES), rich_help_panel=panel,
+                        callback=one_of("--attention-source", SOURCES),
+                        help="What each head's map holds: weights, norm (what it moves), contribution (with the "
+                             "LayerNorm) or value-zeroing (slow).")
+
+
 def device_map_option(*, panel: str = EXTRACTION_PANEL) -> Any:
     """``--device-map auto``: spread a large model over devices (accelerate)."""
     return typer.Option(None, "--device-map", metavar="MAP", rich_help_panel=panel,
@@ -429,8 +440,9 @@ def _flag(ctx: typer.Context, name: str) -> str:
 
 
 def extraction(dtype: str, max_batch_tokens: Optional[int], max_attention_mb: float,
-               device_map: Optional[str]) -> ExtractionOptions:
-    """A command's ``--dtype``, ``--max-batch-tokens``, ``--max-attention-mb`` (``0`` is refused there) and
-    ``--device-map``, as the one ``extraction`` argument of its run function (checked there, once)."""
+               device_map: Optional[str], source: str = "weights") -> ExtractionOptions:
+    """A command's ``--dtype``, ``--max-batch-tokens``, ``--max-attention-mb`` (``0`` is refused there),
+    ``--device-map`` and ``--attention-source``, as the one ``extraction`` argument of its run function (checked
+    there, once)."""
     return ExtractionOptions(dtype=dtype, max_batch_tokens=max_batch_tokens,
-                             max_attention_mb=max_attention_mb, device_map=device_map)
+                             max_attention_mb=max_attention_mb, device_map=device_map, source=source)

@@ -19,6 +19,7 @@ from probes.cli.options import (
     MAX_COUNT,
     MODEL_PANEL,
     TRAINING_PANEL,
+    attention_source_option,
     batch_size_option,
     config_option,
     device_map_option,
@@ -116,13 +117,13 @@ def probe_cli(
     max_batch_tokens: Optional[int] = max_batch_tokens_option(),
     max_attention_mb: float = max_attention_mb_option(),
     device_map: Optional[str] = device_map_option(),
+    attention_source: str = attention_source_option(),
     config: Optional[Path] = config_option(),
 ) -> None:
     """Train probes that read attention on --train and score them on --eval (Clark et al. 2019 §5).
 
-    Writes parsers.{md,csv,json} and comparisons.csv (UAS / UUAS of Attn, Attn+Emb, Distances+Emb, right-branching,
-    random-init control; paired tests), per_head.{md,csv,json}, per_head_scores.csv, label.{md,csv}, figures/ and
-    run.json to --out. Layers and heads are 1-based. More in the docs: docs/commands/probe.md.
+    Writes parsers, comparisons.csv (UAS / UUAS of Attn, Attn+Emb, Distances+Emb, right-branching, random-init
+    control; paired tests), per_head, label, figures/ and run.json to --out. More: docs/commands/probe.md.
     """
     options.refuse_together(ctx, ("store_train", "train"), ("store_eval", "eval_"), ("store_select", "select_on"))
     if not control and options.given(ctx, "control_task"):
@@ -137,7 +138,7 @@ def probe_cli(
                     control=control_task if control else False, random_init=random_init, max_train=max_train,
                     max_eval=max_eval, limit=limit, min_count=min_count, batch_size=batch_size, device=device,
                     on_long=on_long, seed=seed, seeds=seeds, progress=progress,
-                    extraction=extraction(dtype, max_batch_tokens, max_attention_mb, device_map))
+                    extraction=extraction(dtype, max_batch_tokens, max_attention_mb, device_map, attention_source))
     paths = _write(run, out_dir, progress, figures=figures, figure_format=figure_format, overwrite=overwrite)
     typer.echo(run.format(), nl=False)
     typer.echo(run.notes())

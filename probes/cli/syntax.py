@@ -67,6 +67,7 @@ def leaderboard_cli(
     max_batch_tokens: Optional[int] = options.max_batch_tokens_option(),
     max_attention_mb: float = options.max_attention_mb_option(),
     device_map: Optional[str] = options.device_map_option(),
+    attention_source: str = options.attention_source_option(),
     config: Optional[Path] = options.config_option(),
 ) -> None:
     options.refuse_together(ctx, *(("store", name) for name in _MODEL_RUN), ("select_store", "select_on"),
@@ -85,7 +86,7 @@ def leaderboard_cli(
         relations=options.split_list(relations) or None, min_count=min_count,
         exclude=[e for e in exclude.split(",") if e], poss_rule=poss_rule, batch_size=batch_size, device=device,
         on_long=on_long, limit=limit, progress=progress, preload_figures=figures, analyses=options.split_list(analyses),
-        extraction=options.extraction(dtype, max_batch_tokens, max_attention_mb, device_map),
+        extraction=options.extraction(dtype, max_batch_tokens, max_attention_mb, device_map, attention_source),
         interval_unit=interval_unit,
         record={"command": "probes leaderboard", "options": {"config": str(config) if config else None}})
     out_dir = out or options.default_out(str(board.record.details.model or store), board.reported_on)

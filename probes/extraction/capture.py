@@ -9,6 +9,7 @@ names the word rows it needs runs rows-only (:mod:`probes.extraction.rows`) wher
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -20,6 +21,7 @@ import torch
 from probes.errors import ModelOutputError
 from probes.extraction import rows as row_attention
 from probes.extraction.align import Alignment, BatchPooler, pool_batch
+from probes.extraction.sources import SourceHooks, row_normalise
 
 __all__ = ["Capture", "Forward", "attention_modules", "force_eager"]
 
@@ -91,6 +93,10 @@ class Capture:
         from_pool: how a word's tokens are pooled (``mean``, ``first`` or ``max``).
         is_decoder: whether the model is a decoder (run without a cache).
         selective: whether a batch that asks for rows may run rows-only.
+        source: the attention source (:mod:`probes.extraction.sources`): ``weights`` pools the weights; ``norm``
+            and ``contribution`` turn each layer's weights into their maps in the same hook; ``value-zeroing``
+            runs each layer again per head and token (:mod:`probes.extraction.value_zeroing`). Other sources than
+            the weights never run rows-only.
 
     It remembers what it learnt about the model: ``sites`` (the attention modules and the index of the
     weights in their output; False: hooks get none) and ``rows_ok`` (whether rows-only attention works;
@@ -99,8 +105,9 @@ class Capture:
 
     def __init__(self, model: Any, tokenizer: Any, device: torch.device, *, layers: tuple[int, ...],
                  heads: tuple[int, ...], n_layers: int, n_heads: int, from_pool: str, is_decoder: bool,
-                 selective: bool) -> None:
+                 selective: bool, source: str = "weights") -> None:
         self.model, self.tokenizer, self.device = model, tokenizer, device
+        self.source = source
         self.layers, self.heads, self.n_layers, self.n_heads = layers, heads, n_layers, n_heads
         self.from_pool, self.is_decoder, self.selective = from_pool, is_decoder, selective
         self.sites: tuple[list[Any], int] | bool | None = None  # attention modules and output index; False: none
@@ -120,6 +127,8 @@ class Capture:
         it, only those rows are computed (:meth:`_forward_rows`).
         """
         ids, mask = self.inputs(alignments)
+        if self.source == "value-zeroing":
+            return self._forward_value_zeroing(ids, mask, alignments, keep_tokens)
         sites = self.attention_sites()
         if sites is not None:
             asked = self._asked_tokens(alignments, rows, keep_tokens)
@@ -197,6 +206,31 @@ class Capture:
             return False
         return True
 
+    def _source_hooks(self) -> SourceHooks | None:
+        """Fresh hooks for this pass that turn weights into the source's maps; None for the weights themselves."""
+        if self.source in ("weights", "value-zeroing"):
+            return None
+        return SourceHooks(self.model, self.source, self.layers)
+
+    def _forward_value_zeroing(self, ids: torch.Tensor, mask: torch.Tensor, alignments: list[Alignment],
+                               keep_tokens: bool) -> Forward:
+        """One batch under ``value-zeroing``: every kept layer run again per head and token
+        (:func:`probes.extraction.value_zeroing.value_zeroing`), row-normalised, then pooled to words."""
+        from probes.extraction.value_zeroing import value_zeroing
+
+        batch, n_tok = ids.shape
+        scores = value_zeroing(self.model, ids, mask, self.layers)  # (B, L', H, T, T)
+        maps = row_normalise(scores)[0]
+        if len(self.heads) != self.n_heads:
+            maps = maps.index_select(2, self._head_index.to(maps.device))  # (B, L', H', T, T)
+        pooler = BatchPooler(alignments, n_tok, self.from_pool)
+        out = torch.empty((batch, len(self.layers), len(self.heads), pooler.n_pos, pooler.n_pos),
+                          dtype=torch.float32)  # (B, L', H', n, n)
+        for k in range(len(self.layers)):
+            pooler.pool(maps[:, k], out=out[:, k])
+        layers = [maps[:, k].float().cpu().numpy() for k in range(len(self.layers))]
+        return out.numpy(), _token_maps(layers, alignments, keep_tokens), None
+
     # ------------------------------------------------------------------ the three ways to run a batch
     def _run_hooked(self, ids: torch.Tensor, mask: torch.Tensor, modules: list[Any], index: int,
                     shape: tuple[int, ...], take: Callable[[int, torch.Tensor], None],
@@ -206,12 +240,15 @@ class Capture:
         ``(B, H, R, T)`` (kept heads selected) to ``take(k, weights)`` and stops the pass after the last kept
         layer. False when a hook got no such weights."""
         captured: set[int] = set()
+        sources = self._source_hooks()
 
         def hook_for(k: int) -> Callable[..., None]:
             def hook(module: Any, args: Any, output: Any) -> None:
                 weights = output[index] if isinstance(output, (tuple, list)) and len(output) > index else None
                 if not isinstance(weights, torch.Tensor) or tuple(weights.shape) != shape:
                     return
+                if sources is not None:
+                    weights = sources.transform(self.layers[k], weights)[0]  # (B, H, T, T), rows sum to 1
                 if len(self.heads) != self.n_heads:
                     weights = weights.index_select(1, self._head_index.to(weights.device))  # (B, H', R, T)
                 take(k, weights)
@@ -221,7 +258,7 @@ class Capture:
 
         handles = [modules[layer].register_forward_hook(hook_for(k)) for k, layer in enumerate(self.layers)]
         try:
-            with torch.inference_mode():
+            with sources or contextlib.nullcontext(), torch.inference_mode():
                 self.model(input_ids=ids, attention_mask=mask, **self.model_kwargs(rows))
         except _Captured:
             pass  # every kept layer is pooled: the rest of the model is not run
@@ -263,7 +300,8 @@ class Capture:
                       keep_tokens: bool) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
         """The token rows to compute for the words asked for and their positions
         (:func:`probes.extraction.rows.token_rows`); None when the batch needs full maps."""
-        if rows is None or not self.selective or self.rows_ok is False or keep_tokens or self.from_pool == "max":
+        if rows is None or not self.selective or self.rows_ok is False or keep_tokens or self.from_pool == "max" \
+                or self.source != "weights":
             return None
         asked = [r for r in rows if r is not None]
         if len(asked) < len(rows):  # an input asks for every row
@@ -308,7 +346,8 @@ class Capture:
     def _forward_all_layers(self, ids: torch.Tensor, mask: torch.Tensor, alignments: list[Alignment],
                             keep_tokens: bool) -> Forward:
         """One batch with ``output_attentions=True``: every layer's token attention at once (the fallback)."""
-        with torch.inference_mode():
+        sources = self._source_hooks()
+        with sources or contextlib.nullcontext(), torch.inference_mode():
             out = self.model(input_ids=ids, attention_mask=mask, output_attentions=True, **self.model_kwargs())
             maps = getattr(out, "attentions", None)
             if maps is None or len(maps) != self.n_layers or any(m is None for m in maps):
@@ -317,7 +356,8 @@ class Capture:
                     f"{type(self.model).__name__} returned no attention weights (expected {self.n_layers} "
                     f"layers, found {found}); load the model with attn_implementation='eager' (SDPA and "
                     "flash attention kernels never return weights)")
-            selected = [maps[layer] for layer in self.layers]  # L' x (B, H, T, T)
+            selected = [maps[layer] if sources is None else sources.transform(layer, maps[layer])[0]
+                        for layer in self.layers]  # L' x (B, H, T, T)
             if len(self.heads) != self.n_heads:
                 selected = [attn.index_select(1, self._head_index.to(attn.device)) for attn in selected]
             pooled = pool_batch(selected, alignments, self.from_pool).cpu().numpy()  # (B, L', H', n, n)

@@ -19,6 +19,7 @@ import torch
 from probes.errors import ConfigError
 from probes.extraction.align import FROM_POOLS
 from probes.extraction.budget import DEFAULT_ATTENTION_MB
+from probes.extraction.sources import check_source_name
 
 __all__ = ["ON_LONG", "DTYPES", "ExtractorSettings", "check_options", "check_device", "check_index"]
 
@@ -34,8 +35,9 @@ class ExtractorSettings:
     Made once, at the boundary (the extractor's constructor, ``from_pretrained``, a run function), and passed
     down as it is: nothing below checks it again. The attributes are
     :class:`~probes.extraction.extractor.AttentionExtractor`'s arguments (``device`` as the torch device to use;
-    ``layers`` and ``heads`` as given: they are checked against the model once it is loaded), and ``device_map``,
-    checked (a JSON object given as text is a dict here), for loading.
+    ``layers`` and ``heads`` as given: they are checked against the model once it is loaded), ``device_map``,
+    checked (a JSON object given as text is a dict here), for loading, and ``source``, the attention source
+    (:data:`probes.extraction.sources.SOURCES`; checked against the model's family once it is loaded).
     """
 
     device: torch.device
@@ -52,6 +54,7 @@ class ExtractorSettings:
     max_attention_mb: float | None = DEFAULT_ATTENTION_MB
     selective: bool = True
     device_map: str | Mapping[str, Any] | None = None
+    source: str = "weights"
 
 
 def check_device(device: str | torch.device | None) -> torch.device:
@@ -85,7 +88,7 @@ def check_options(*, device: str | torch.device | None = None, dtype: str = "flo
                   max_length: int | None = None, on_long: str = "skip", progress: bool = True,
                   keep_tokens: bool = False, max_batch_tokens: int | None = None,
                   max_attention_mb: float | None = DEFAULT_ATTENTION_MB, selective: bool = True,
-                  device_map: str | Mapping[str, Any] | None = None) -> ExtractorSettings:
+                  device_map: str | Mapping[str, Any] | None = None, source: str = "weights") -> ExtractorSettings:
     """Check an extractor's options without loading anything, once: the checked :class:`ExtractorSettings`.
 
     The one check of every option (the constructor, :meth:`AttentionExtractor.from_pretrained` and the run
@@ -101,6 +104,7 @@ def check_options(*, device: str | torch.device | None = None, dtype: str = "flo
         raise ConfigError(f"from_pool must be one of {', '.join(FROM_POOLS)}, found {from_pool!r}")
     if on_long not in ON_LONG:
         raise ConfigError(f"on_long must be one of {', '.join(ON_LONG)} (--on-long), found {on_long!r}")
+    check_source_name(source)
     _check_counts(batch_size, max_length, max_batch_tokens)
     _check_budget(max_attention_mb)
     checked = check_device(device)
@@ -110,7 +114,7 @@ def check_options(*, device: str | torch.device | None = None, dtype: str = "flo
         max_length=None if max_length is None else int(max_length), on_long=on_long, progress=bool(progress),
         keep_tokens=bool(keep_tokens), max_batch_tokens=None if max_batch_tokens is None else int(max_batch_tokens),
         max_attention_mb=None if max_attention_mb is None else float(max_attention_mb), selective=bool(selective),
-        device_map=_checked_map(device, device_map))
+        device_map=_checked_map(device, device_map), source=source)
 
 
 def _check_counts(batch_size: int, max_length: int | None, max_batch_tokens: int | None) -> None:

@@ -76,6 +76,7 @@ from probes.extraction.gguf import gguf_source
 from probes.extraction.loading import ResolvedModel, device_map_of, load_resolved, place_model, weights_sha256
 from probes.extraction.outputs import ExtractionReport, PairStream
 from probes.extraction.planning import Job, Planner, align, ask_rows, item_id
+from probes.extraction.sources import check_source
 from probes.progress import Bar
 from probes.progress import bar as progress_bar
 
@@ -151,6 +152,9 @@ class AttentionExtractor:
             (:mod:`probes.extraction.rows`: the model's attention through SDPA, the rows asked for recomputed
             as eager attention computes them; the pair holds those rows alone) where the model's attention
             goes through transformers' attention interface. False: always full maps with eager attention.
+        source: what the maps hold (:data:`probes.extraction.sources.SOURCES`): ``weights`` (default), ``norm``,
+            ``contribution`` or ``value-zeroing``, each row-normalised (:mod:`probes.extraction.sources`); a family
+            whose block does not decompose is refused for the other sources.
     """
 
     #: Called with each job as its forward pass finishes (moves the progress bar); set while a group runs.
@@ -174,11 +178,13 @@ class AttentionExtractor:
         max_batch_tokens: int | None = None,
         max_attention_mb: float | None = DEFAULT_ATTENTION_MB,
         selective: bool = True,
+        source: str = "weights",
     ) -> None:
         self._build(model, tokenizer, check_options(
             device=device, dtype=dtype, batch_size=batch_size, layers=layers, heads=heads, from_pool=from_pool,
             max_length=max_length, on_long=on_long, progress=progress, keep_tokens=keep_tokens,
-            max_batch_tokens=max_batch_tokens, max_attention_mb=max_attention_mb, selective=selective))
+            max_batch_tokens=max_batch_tokens, max_attention_mb=max_attention_mb, selective=selective,
+            source=source))
 
     def _build(self, model: Any, tokenizer: Any, settings: ExtractorSettings) -> None:
         """Set the extractor up from checked ``settings``: the model placed, layers and heads checked against it."""
@@ -195,6 +201,8 @@ class AttentionExtractor:
         self.max_batch_tokens: int | None = settings.max_batch_tokens
         self.max_attention_mb: float | None = settings.max_attention_mb
         self.selective = settings.selective
+        self.source = settings.source
+        check_source(model, settings.source)
         self.name_or_path: str = str(getattr(model, "name_or_path", "") or getattr(model.config, "_name_or_path", ""))
         self.revision: str | None = getattr(model.config, "_commit_hash", None)
         self._weights_hash: str | None = None
@@ -210,7 +218,7 @@ class AttentionExtractor:
         self.report = ExtractionReport(max_tokens=self.max_tokens, max_attention_mb=self.max_attention_mb)
         self._capture = Capture(model, tokenizer, self.device, layers=self.layers, heads=self.heads,
                                 n_layers=self.n_layers, n_heads=self.n_heads, from_pool=settings.from_pool,
-                                is_decoder=self._is_decoder, selective=self.selective)
+                                is_decoder=self._is_decoder, selective=self.selective, source=settings.source)
 
     @staticmethod
     def _max_tokens(tokenizer: Any, model: Any, max_length: int | None) -> int:
@@ -303,6 +311,7 @@ class AttentionExtractor:
             "device_map": device_map_of(self.model),  # Helper C (issue 15): where a device map put the modules
             "attn_implementation": "eager",
             "selective": self.selective,  # rows-only attention where a stream asks for rows (probes.extraction.rows)
+            "attention_source": self.source,  # what the maps hold (probes.extraction.sources)
             "from_pool": self.from_pool,
             "to_pool": "sum",
             "max_tokens": self.max_tokens,

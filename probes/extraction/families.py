@@ -183,6 +183,10 @@ class Family:
             SentencePiece ``"▁"``), taken off before a token is compared with "." or "," or shown as a label.
         continuation: marks on a word's later tokens (WordPiece ``"##"``), taken off in labels.
         training: how ``probes train`` builds a small model of the family from scratch (None: it does not).
+        attention_norm: the LayerNorm in a layer that takes the attention block's output plus the residual (post-LN
+            families: BERT's ``attention.output.LayerNorm``); None where the block's output joins the residual
+            stream with no norm after it (pre-LN families: GPT-2, Llama, ModernBERT). The ``contribution`` attention
+            source linearises it (:mod:`probes.extraction.sources`).
     """
 
     decoder: bool = False
@@ -196,11 +200,12 @@ class Family:
     word_start: tuple[str, ...] = ()
     continuation: tuple[str, ...] = ()
     training: Trainable | None = None
+    attention_norm: str | None = None
 
 
 _BERT = Family(layers="encoder.layer", head_output="attention.output.dense", values="attention.self.value",
                query_key=("attention.self.query", "attention.self.key"), position_embeddings="position_embeddings",
-               continuation=("##",))
+               continuation=("##",), attention_norm="attention.output.LayerNorm")
 _LLAMA = Family(decoder=True, layers="layers", head_output="self_attn.o_proj", values="self_attn.v_proj",
                 query_key=("self_attn.q_proj", "self_attn.k_proj"), word_start=("▁",))
 

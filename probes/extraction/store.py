@@ -44,7 +44,7 @@ import itertools
 import json
 import logging
 import os
-from collections.abc import Callable, Iterable, Iterator, Sized
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -73,7 +73,7 @@ from probes.world import World
 if TYPE_CHECKING:  # pragma: no cover
     from probes.extraction.extractor import AttentionExtractor
 
-__all__ = ["AttentionStore", "extract_to_store", "open_store", "verify_store", "STORE_FORMAT"]
+__all__ = ["AttentionStore", "extract_to_store", "open_store", "verify_store", "STORE_FORMAT", "attention_source_of"]
 
 log = logging.getLogger("probes")
 
@@ -124,11 +124,17 @@ def _dump_json(obj: Any) -> Callable[[Any], None]:
     return lambda handle: handle.write(json.dumps(obj, indent=1, sort_keys=True) + "\n")
 
 
+def attention_source_of(info: Mapping[str, Any]) -> dict[str, Any]:
+    """``info`` (an extractor's, a store's) with its ``attention_source``: ``weights`` for stores written before
+    there were other sources (they hold weights)."""
+    return {**info, "attention_source": info.get("attention_source") or "weights"}
+
+
 def _options_key(info: dict[str, Any]) -> dict[str, Any]:
     """The parts of extractor info that must agree for a store to be resumed."""
     keep = ("model", "revision", "weights_sha256", "tokenizer", "layers", "heads", "dtype", "from_pool",
-            "to_pool", "max_tokens", "on_long")
-    return {k: info.get(k) for k in keep}
+            "to_pool", "max_tokens", "on_long", "attention_source")
+    return {k: info.get(k) for k in keep} | {"attention_source": attention_source_of(info)["attention_source"]}
 
 
 def extract_to_store(
@@ -495,8 +501,8 @@ class AttentionStore:
         self.path = Path(path)
         manifest = _read_finished(self.path)
         self._manifest = manifest
-        self.info: dict[str, Any] = {**manifest["info"], **{k: v for k, v in manifest.items()
-                                                               if k not in ("info", "shards", "report")}}
+        self.info: dict[str, Any] = attention_source_of({**manifest["info"], **{
+            k: v for k, v in manifest.items() if k not in ("info", "shards", "report")}})
         self.report: dict[str, Any] = manifest["report"]
         info = manifest["info"]
         self.layers: tuple[int, ...] = tuple(info["layers"])

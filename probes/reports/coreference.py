@@ -23,6 +23,7 @@ from probes.heads.inference import Correction, correct_rows, near_ties, p_from_z
 from probes.heads.intervals import bootstrap_ci
 from probes.heads.naming import INDEXING_NOTE, head_name
 from probes.heads.selection import SELECTION_MODES
+from probes.reports.attention_source import source_sentence, source_suffix
 from probes.reports.escape import md_document
 from probes.reports.inputs import inputs_lines
 from probes.reports.prose import opening
@@ -505,7 +506,8 @@ def write_leaderboard(out: Path, name: str, *, title: str, cells: str, rows: Row
     """
     out.mkdir(parents=True, exist_ok=True)
     said = [*findings, f"{INDEXING_NOTE[:1].upper()}{INDEXING_NOTE[1:]}."]
-    intro = "\n".join([f"# {md_heading(title)}", "", *opening(md_text(f) for f in said), "## The tables", ""])
+    intro = "\n".join([f"# {md_heading(title + source_suffix(record))}", "", *opening(md_text(f) for f in said),
+                       md_text(source_sentence(record)), "", "## The tables", ""])
     intro += f"\nCells: {cells}, in % [95% bootstrap interval, resampling documents].\n\n"
     if inputs:
         intro += "Inputs (windows over the model's maximum are skipped; a truncated one is not analysed):\n\n"

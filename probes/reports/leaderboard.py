@@ -21,6 +21,7 @@ from probes.errors import ConfigError
 from probes.heads.intervals import unit_phrase
 from probes.heads.naming import INDEXING_NOTE, head_name
 from probes.heads.selection import LEADERBOARD_COLUMNS, LeaderboardRow, table_correction
+from probes.reports.attention_source import source_sentence, source_suffix
 from probes.reports.escape import md_document, path_href
 from probes.reports.inputs import inputs_lines
 from probes.reports.prose import opening
@@ -223,9 +224,9 @@ def _markdown(rows: Sequence[LeaderboardRow], record: RunRecord, overview: str |
     numbers mean, the table and its notes."""
     model = record.details.model if record.has("model") else "model"
     data = record.reported_on if record.has("reported_on") else "data"
-    md = [f"# Head leaderboard: {md_heading(model)} on {md_heading(data)}", "",
+    md = [f"# Head leaderboard: {md_heading(model)} on {md_heading(data)}{md_heading(source_suffix(record))}", "",
           *opening(md_text(f) for f in _findings(rows, record)),
-          "## Selection and inputs", "", md_text(_selection_sentence(record)), "",
+          "## Selection and inputs", "", md_text(_selection_sentence(record)), "", md_text(source_sentence(record)), "",
           *_inputs_markdown(record),
           "## The leaderboard", "",
           "Accuracy: how often the head's most-attended other word is the gold head (Clark et al. 2019 §4.2). "

@@ -8,7 +8,9 @@ same pass (:func:`probes.analysis.driver.stream`):
 * Voita et al.'s roles: confidence, positional and rare-word heads (:mod:`probes.analysis.roles`);
 * Kovaleva et al.'s attention patterns, every (sentence, head) map classified (:mod:`probes.analysis.patterns`);
 * Jensen-Shannon distances between heads on a budget of sentences (Clark §6;
-  :mod:`probes.analysis.head_distances`), then an MDS layout and clusters (:mod:`probes.heads.groups`).
+  :mod:`probes.analysis.head_distances`), then an MDS layout and clusters (:mod:`probes.heads.groups`);
+* attention sinks: the mean attention to the first token, [CLS] and [SEP] and Gu et al.'s sink rate
+  (:mod:`probes.analysis.sinks`).
 
 Then the head types decoders are known for (previous-token, duplicate-token, induction; for encoders also their
 bidirectional counterparts), scored as TransformerLens' head detector does on repeated random token sequences
@@ -55,6 +57,7 @@ if TYPE_CHECKING:
     from probes.analysis.head_types import HeadTypeScores
     from probes.analysis.patterns import PatternResult
     from probes.analysis.roles import RolesResult
+    from probes.analysis.sinks import SinkResult
     from probes.analysis.surface import SurfaceResult
     from probes.corpora.types import Sentence
     from probes.extraction.attention import TokenAttention
@@ -92,6 +95,8 @@ class Atlas(Result):
         coref_accuracy: ``(L, H)`` antecedent-selection accuracy on the coreference corpus, or None.
         head_types: the head-type scores (:class:`~probes.analysis.head_types.HeadTypeScores`), or None
             (``head_types_note`` says why).
+        sinks: attention sinks per head (:class:`~probes.analysis.sinks.SinkResult`), or None (an atlas saved
+            before they were measured).
         example_id, example_words, example: the sentence shown, and its token maps.
         record: the run record (``run.json``).
     """
@@ -118,6 +123,7 @@ class Atlas(Result):
     record: RunRecord = field(default_factory=RunRecord)
     head_types: HeadTypeScores | None = None
     head_types_note: str = ""
+    sinks: SinkResult | None = None
 
     @property
     def layers(self) -> tuple[int, ...]:
@@ -186,6 +192,7 @@ def _analyses(sentences: Sequence[Sentence], *, frequencies: Mapping[str, int], 
     from probes.analysis.offload import Offloaded
     from probes.analysis.patterns import AttentionPatterns
     from probes.analysis.roles import HeadRoles
+    from probes.analysis.sinks import AttentionSinks
     from probes.analysis.surface import SurfaceStats
 
     out: dict[str, Any] = {
@@ -194,6 +201,7 @@ def _analyses(sentences: Sequence[Sentence], *, frequencies: Mapping[str, int], 
         "patterns": AttentionPatterns(),
         "distances": HeadDistances(max_items=js_sentences,
                                    ids=spread_ids([s.sent_id for s in sentences], js_sentences), keep_items=js_items),
+        "sinks": AttentionSinks(),
     }
     if word_level:
         out["surface_words"] = SurfaceStats(level="word", causal=causal)
@@ -399,7 +407,7 @@ def _run(source: ModelSource, treebank: str | Path, corpus: str | Path | None, e
                  clusters=np.asarray(groups, dtype=np.int64), surface_words=results.get("surface_words"),
                  gradients=gradients, gradients_note=note, coref_accuracy=coref_accuracy,
                  example_id=shown.sent_id, example_words=tuple(shown.words), example=example_maps, record=full,
-                 head_types=types, head_types_note=types_note)
+                 head_types=types, head_types_note=types_note, sinks=results.get("sinks"))
 
 
 def _preload() -> None:

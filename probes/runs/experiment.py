@@ -252,6 +252,11 @@ def _compute(plan: _Plan, model_path: str, options: Mapping[str, Any], progress:
         board = done[plan.from_atlas].board
         return board.report_baselines if kind == "baselines" else board
     function = analysis_function(kind)
+    options = dict(options)
+    if "attention_source" in options:  # an extraction option of the run function, not a keyword of its own
+        from probes.runs.extraction_options import ExtractionOptions
+
+        options["extraction"] = ExtractionOptions(source=options.pop("attention_source"))
     if kind == "probe":
         return function(model_path, data.train, data.treebank, select_on=data.select_on, progress=progress,
                         **options)

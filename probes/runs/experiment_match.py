@@ -117,8 +117,12 @@ def _compute(experiment: Any, hashes: Any, a: str, b: str, data: Any, options: M
     from probes.runs.match import match_models
 
     null = options["null"]
-    kwargs = {k: options[k] for k in ("limit", "n_resamples", "min_count", "batch_size", "device", "on_long")
-              if k in options}
+    kwargs: dict[str, Any] = {k: options[k] for k in ("limit", "n_resamples", "min_count", "batch_size", "device",
+                                                      "on_long") if k in options}
+    if "attention_source" in options:
+        from probes.runs.extraction_options import ExtractionOptions
+
+        kwargs["extraction"] = ExtractionOptions(source=options["attention_source"])
     return match_models(hashes.model(experiment.model(a))["path"], hashes.model(experiment.model(b))["path"],
                         data.treebank, within_layers=bool(options["within_layers"]),
                         null_model=None if null == SHUFFLE else hashes.model(experiment.model(null))["path"],

@@ -36,12 +36,16 @@ class ExtractionOptions:
         max_attention_mb: most attention held at once, in MB of float32 (None: no budget).
         device_map: spread the model over devices (``"auto"``, ``"balanced"``, a JSON object or a mapping of
             module name -> device; needs accelerate); None: the whole model on one device.
+        source: the attention source every map of the run holds (``weights``, ``norm``, ``contribution``,
+            ``value-zeroing``: :mod:`probes.extraction.sources`); recorded in run.json and in the extractor's
+            info, so nothing computed under one source is re-used under another.
     """
 
     dtype: str = "float32"
     max_batch_tokens: int | None = None
     max_attention_mb: float | None = DEFAULT_ATTENTION_MB
     device_map: str | Mapping[str, Any] | None = None
+    source: str = "weights"
 
     def check(self, **extractor: Any) -> ExtractorSettings:
         """These options checked with the run's other extractor options, before any work; once per run.
@@ -55,5 +59,5 @@ class ExtractionOptions:
         from probes.extraction.checks import check_options
 
         own = {"dtype": self.dtype, "max_batch_tokens": self.max_batch_tokens,
-               "max_attention_mb": self.max_attention_mb, "device_map": self.device_map}
+               "max_attention_mb": self.max_attention_mb, "device_map": self.device_map, "source": self.source}
         return check_options(**{**own, **extractor})

@@ -147,7 +147,7 @@ class LeaderboardInputs:
 
 
 #: What the extractors of a report store and a selection store must share.
-_SAME_EXTRACTION = ("model", "weights_sha256", "layers", "heads", "from_pool", "dtype")
+_SAME_EXTRACTION = ("model", "weights_sha256", "layers", "heads", "from_pool", "dtype", "attention_source")
 
 
 def sentences_of(data: str | Path | Sequence[Sentence], what: str, limit: int | None = None, progress: bool = False
@@ -296,6 +296,9 @@ def held_out(select: Sequence[Sentence], report: Sequence[Sentence], select_name
 
 def check_same_extraction(report: Mapping[str, Any], select: Mapping[str, Any]) -> None:
     """ConfigError naming only the extraction options in which two stores differ."""
+    from probes.extraction.store import attention_source_of
+
+    report, select = attention_source_of(report), attention_source_of(select)
     differ = [k for k in _SAME_EXTRACTION if report.get(k) != select.get(k)]
     if differ:
         shown = "; ".join(f"{k} {report.get(k)!r} vs {select.get(k)!r}" for k in differ)

@@ -181,9 +181,13 @@ _TEXTS = Rule("texts")
 
 
 def _extraction_rules() -> dict[str, Rule]:
-    """The options every kind that runs the extractor by name shares."""
+    """The options every kind that runs the extractor by name shares (``attention_source``: what the maps hold,
+    :data:`probes.extraction.sources.SOURCES`; the experiment hands it to the run function as its
+    ``extraction``)."""
+    from probes.extraction.sources import SOURCES
+
     return {"batch_size": BATCH_SIZE, "device": _TEXT, "on_long": Rule("choice", choices=ON_LONG),
-            "limit": LIMIT}
+            "limit": LIMIT, "attention_source": Rule("choice", choices=SOURCES)}
 
 
 def _coreference_rules(kind: str) -> dict[str, Rule]:

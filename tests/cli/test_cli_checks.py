@@ -141,7 +141,8 @@ def test_no_context_variable_carries_options() -> None:
 
     assert not hasattr(inputs, "extraction_options") and not hasattr(inputs, "_EXTRACTION")
     assert dataclasses.asdict(ExtractionOptions()) == {"dtype": "float32", "max_batch_tokens": None,
-                                               "max_attention_mb": DEFAULT_ATTENTION_MB, "device_map": None}
+                                               "max_attention_mb": DEFAULT_ATTENTION_MB, "device_map": None,
+                                               "source": "weights"}
 
 
 def test_default_attention_budget_is_the_extractors() -> None:

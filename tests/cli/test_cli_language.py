@@ -29,12 +29,13 @@ EXPERIMENT_COMMANDS = {"run", "report"}
 COMMANDS = {name: c for name, c in _ALL.items() if not hasattr(c, "commands") and name not in EXPERIMENT_COMMANDS}
 GROUPS = {name for name in _ALL if name not in COMMANDS and name not in EXPERIMENT_COMMANDS}
 #: Commands that take a model, that read data, that run a model, and that write an output folder.
-TAKES_MODEL = {"leaderboard", "extract", "coref", "bridging", "probe", "atlas", "importance", "prune", "match"}
+TAKES_MODEL = {"leaderboard", "extract", "coref", "bridging", "probe", "atlas", "importance", "prune", "match",
+               "sources"}
 READS_DATA = {"leaderboard", "baselines", "extract", "coref", "bridging", "probe", "atlas", "importance", "prune",
-              "match"}
+              "match", "sources"}
 RUNS_MODEL = TAKES_MODEL | {"demo"}
 WRITES_FOLDER = {"leaderboard", "demo", "coref", "bridging", "probe", "atlas", "importance", "prune", "train",
-                 "match"}
+                 "match", "sources"}
 
 
 def _opts(command: str) -> dict[str, Any]:
@@ -44,7 +45,7 @@ def _opts(command: str) -> dict[str, Any]:
 
 def test_the_command_sets_cover_every_command() -> None:
     assert set(COMMANDS) == {"leaderboard", "baselines", "demo", "extract", "coref", "bridging", "probe", "atlas",
-                             "importance", "prune", "verify", "models", "train", "match"}
+                             "importance", "prune", "verify", "models", "train", "match", "sources"}
     assert GROUPS == {"data"}
     assert {c for c in COMMANDS if "--model" in _opts(c)} == TAKES_MODEL
     assert {c for c in COMMANDS if "--on-long" in _opts(c)} == RUNS_MODEL
@@ -91,9 +92,10 @@ def test_model_has_the_short_name(command: str) -> None:
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_data_is_named_treebank_never_corpus(command: str) -> None:
     """The data a command reports on is --treebank. The atlas alone takes a second corpus beside it, a
-    coreference corpus for one more column, and issue 12 names that one --corpus."""
+    coreference corpus for one more column, and issue 12 names that one --corpus; so does `sources`, for its
+    coreference heads under each attention source."""
     opts = _opts(command)
-    assert "--corpus" not in opts or command == "atlas"
+    assert "--corpus" not in opts or command in ("atlas", "sources")
     if command in READS_DATA - {"probe"}:  # probe reads two splits: --train and --eval
         assert "--treebank" in opts and opts["-t"] is opts["--treebank"]
 
@@ -280,6 +282,7 @@ _FOLDER_ARGS = {
     "prune": ["--model", "no/such/model", "--treebank", DEV],
     "match": ["--model", "no/such/model", "--model", "no/such/other", "--treebank", DEV],
     "train": ["--arch", "bert", "--layers", "1", "--heads", "2", "--hidden", "32", "--treebank", DEV],
+    "sources": ["--model", "no/such/model", "--treebank", DEV, "--select-on", DEV],
 }
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from probes.reports.atlas.summary import atlas_findings
 from probes.reports.atlas.table import ROLE_RULES
 from probes.reports.atlas.text import RULES, findings
+from probes.reports.attention_source import source_suffix
 from probes.reports.escape import md_document, md_label, md_no_html, md_text, path_href
 from probes.reports.prose import opening
 from probes.reports.tables import markdown_table, md_heading, write_csv
@@ -23,7 +24,8 @@ __all__ = ["write_atlas", "atlas_markdown"]
 
 def _title(atlas: Any) -> str:
     data = atlas.record.data or {}
-    return f"Head atlas: {atlas.record.model_name} on {data.get('name', data.get('treebank', 'the data'))}"
+    return (f"Head atlas: {atlas.record.model_name} on {data.get('name', data.get('treebank', 'the data'))}"
+            f"{source_suffix(atlas.record)}")
 
 
 def _figures(atlas: Any, table: Any, folder: Path, suffix: str = "png") -> dict[str, Path]:
@@ -81,6 +83,10 @@ def _notes(atlas: Any, table: Any = None) -> list[str]:
     types, why_not = getattr(atlas, "head_types", None), getattr(atlas, "head_types_note", "")
     if types is not None or why_not:  # none asked for (--head-type-sequences 0): nothing to say
         lines.append(f"head types: {types.rule if types is not None else why_not}")
+    sinks = getattr(atlas, "sinks", None)
+    if sinks is not None:
+        lines.append(f"attention sinks: to_first is the mean attention to the first token over query rows, then over "
+                     f"inputs; sink_share the share of inputs in which it exceeds {sinks.eps:g} (Gu et al. 2025)")
     if is_decoder_atlas(atlas):
         lines.append("decoder: BOS (if the tokenizer adds one) is the start special and there is no end special; "
                      "entropy is measured on what each row sees (row i: i + 1 tokens; uniform reference "
@@ -123,8 +129,30 @@ def atlas_markdown(atlas: Any, figures: dict[str, Path], out: Path, table: Any =
     if len(notable):
         rows = notable[[c for c in columns if c in notable.columns]].to_dict("records")
         parts += ["## Heads with a role\n", _markdown(rows), ""]
+    parts += _sinks_section(getattr(atlas, "sinks", None))
     parts += ["## Rules\n", *[f"- {md_no_html(line)}" for line in _notes(atlas, table)], ""]
     return md_document("\n".join(parts))
+
+
+#: The columns of the attention-sink table of ``atlas.md`` and their headers (values in percent).
+SINK_COLUMNS = {"layer": "layer", "to_first": "to the first token (%)", "to_cls": "to [CLS] / start specials (%)",
+                "to_sep": "to [SEP] / end specials (%)", "sink_rate": "sink rate (%)"}
+
+
+def _sinks_section(sinks: Any) -> list[str]:
+    """``atlas.md``'s attention-sink table, one row per layer (nothing for an atlas saved without sinks)."""
+    if sinks is None:
+        return []
+    from probes.analysis.sinks import REFERENCE
+
+    rate = "-" if sinks.sink_rate != sinks.sink_rate else f"{100 * sinks.sink_rate:.1f}%"
+    said = (f"Mean attention over query rows, then over {sinks.n_inputs} inputs, of each layer's heads; sink rate: "
+            f"the share of heads whose mean attention to the first token exceeds {sinks.eps:g}, per input, averaged "
+            f"over inputs ({REFERENCE}). Over all heads: {rate}. Per head: the to_first and sink_share columns of "
+            "heads.csv.")
+    table = markdown_table(sinks.per_layer().to_dict("records"), list(SINK_COLUMNS),
+                           headers=list(SINK_COLUMNS.values()), percent=[c for c in SINK_COLUMNS if c != "layer"])
+    return [f"## Attention sinks (eps = {sinks.eps:g})\n", md_text(said) + "\n", table]
 
 
 def write_atlas(folder: OutputFolder, atlas: Any) -> RunRecord:

@@ -71,6 +71,9 @@ def _columns(atlas: Any) -> dict[str, Any]:
     types = getattr(atlas, "head_types", None)  # None: not computed, or an atlas saved before head types
     if types is not None:
         out.update(head_type_columns(types))
+    sinks = getattr(atlas, "sinks", None)  # None: an atlas saved before attention sinks were measured
+    if sinks is not None:
+        out.update({"to_first": _flat(sinks.to_first), "sink_share": _flat(sinks.sink_share)})
     return out
 
 
