@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 
 __all__ = ["BUILDERS", "CORPUS", "build", "tiny_families", "uses_attention_interface", "build_bert",
-           "build_roberta", "build_gpt2", "build_llama", "build_electra", "build_deberta", "build_modernbert"]
+           "build_roberta", "perturb", "build_gpt2", "build_llama", "build_electra", "build_deberta", "build_modernbert"]
 
 #: Text the BPE and Unigram tokenizers are trained on; test sentences may use other words too.
 CORPUS = [
@@ -222,6 +222,16 @@ def tiny_families() -> list[str]:
     from probes.extraction.families import FAMILIES
 
     return [name for name in FAMILIES if name in BUILDERS]
+
+
+def perturb(model: object, seed: int, scale: float = 0.2) -> object:
+    """Add ``scale`` x standard normal noise (from ``seed``) to every parameter of ``model`` in place, so that biases
+    (0 at init) and LayerNorm weights (1 at init) matter in a test; returns the model."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter in model.parameters():  # type: ignore[attr-defined]  # a torch module
+            parameter.add_(scale * torch.randn(parameter.shape, generator=generator))
+    return model
 
 
 def build(name: str, root: Path, seed: int = 0) -> Path:

@@ -108,6 +108,7 @@ class Capture:
                  selective: bool, source: str = "weights") -> None:
         self.model, self.tokenizer, self.device = model, tokenizer, device
         self.source = source
+        self._sources: SourceHooks | None = None  # made on the first pass that needs it, then re-entered per pass
         self.layers, self.heads, self.n_layers, self.n_heads = layers, heads, n_layers, n_heads
         self.from_pool, self.is_decoder, self.selective = from_pool, is_decoder, selective
         self.sites: tuple[list[Any], int] | bool | None = None  # attention modules and output index; False: none
@@ -207,10 +208,13 @@ class Capture:
         return True
 
     def _source_hooks(self) -> SourceHooks | None:
-        """Fresh hooks for this pass that turn weights into the source's maps; None for the weights themselves."""
+        """The hooks that turn weights into the source's maps (their output slices and Gram matrices made once, the
+        hooks registered per pass by ``with``); None for the weights themselves and for value zeroing."""
         if self.source in ("weights", "value-zeroing"):
             return None
-        return SourceHooks(self.model, self.source, self.layers)
+        if self._sources is None:
+            self._sources = SourceHooks(self.model, self.source, self.layers)
+        return self._sources
 
     def _forward_value_zeroing(self, ids: torch.Tensor, mask: torch.Tensor, alignments: list[Alignment],
                                keep_tokens: bool) -> Forward:

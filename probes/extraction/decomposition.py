@@ -19,7 +19,7 @@ from typing import Any
 
 from probes.extraction import families
 from probes.extraction.capture import attention_modules
-from probes.extraction.sources import SourceHooks, head_outputs
+from probes.extraction.sources import SourceHooks
 
 __all__ = ["BlockTerms", "block_terms"]
 
@@ -79,7 +79,7 @@ def block_terms(model: Any, input_ids: Any, attention_mask: Any, layer: int) -> 
                         **({"use_cache": False} if families.is_decoder(model) else {}))
             if sites is None:
                 seen["alpha"] = out.attentions[layer]
-            vectors = head_outputs(hooks.values[layer], hooks._outputs[layer])  # (B, H, T, D)
+            vectors = hooks.vectors(layer)  # (B, H, T, D): f_h(x_j), uncentred under "norm"
     finally:
         for handle in handles:
             handle.remove()

@@ -97,9 +97,7 @@ def _gram(output_weights: Any, gamma: Any | None) -> Any:
     """``(H, d, d)``: M_h M_h^T with M_h = W_O^h (the ``norm``) or W_O^h centred and scaled by gamma (the
     ``contribution``: v M_h = gamma * (f - mean f)), so that ||v M_h||^2 = v G_h v^T costs d^2 per token and head,
     not d x D."""
-    weights = output_weights
-    if gamma is not None:
-        weights = (weights - weights.mean(dim=-1, keepdim=True)) * gamma
+    weights = _centred(output_weights, gamma)  # (H, d, D): the map from a head's values to its (centred) output
     return weights @ weights.transpose(1, 2)
 
 
@@ -181,14 +179,18 @@ class SourceHooks:
             self.values[layer] = site.values(out)  # (B, T, H, d)
         return hook
 
-    def vectors(self, layer: int) -> Any:
-        """``(B, H, T, D)``: what each head moves from each token in ``layer`` (``contribution``: through the
-        linearised LayerNorm, without its 1/s_i); needs the layer's values from this pass."""
+    def _kept(self, layer: int) -> Any:
+        """``(B, T, H, d)``: the layer's values from this pass."""
         values = self.values.get(layer)
         if values is None:
             raise RuntimeError(f"layer {layer}: no values were kept in this pass (its value projection ran no "
                                "hook)")
-        vectors = head_outputs(values, self._outputs[layer])
+        return values
+
+    def vectors(self, layer: int) -> Any:
+        """``(B, H, T, D)``: what each head moves from each token in ``layer`` (``contribution``: through the
+        linearised LayerNorm, without its 1/s_i); needs the layer's values from this pass."""
+        vectors = head_outputs(self._kept(layer), self._outputs[layer])
         gamma = self._gamma.get(layer)
         return _centred(vectors, None if gamma is None else gamma.to(vectors.device))
 
@@ -197,11 +199,7 @@ class SourceHooks:
         ||gamma * (f_h(x_j) - mean)|| (``contribution``), from the layer's values of this pass."""
         import torch
 
-        values = self.values.get(layer)
-        if values is None:
-            raise RuntimeError(f"layer {layer}: no values were kept in this pass (its value projection ran no "
-                               "hook)")
-        values = values.float()  # (B, T, H, d)
+        values = self._kept(layer).float()  # (B, T, H, d)
         gram = self._grams[layer].to(values.device)  # (H, d, d)
         squared = torch.einsum("bthd,hde,bthe->bht", values, gram, values)
         return squared.clamp_min(0).sqrt()  # (B, H, T)

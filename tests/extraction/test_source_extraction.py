@@ -15,7 +15,7 @@ from probes.corpora.types import Sentence
 from probes.errors import ConfigError
 from probes.extraction.extractor import AttentionExtractor
 from tests.extraction.test_align import reference_pool
-from tests.tiny_models import build, tiny_families
+from tests.tiny_models import build, perturb, tiny_families
 
 torch = pytest.importorskip("torch")
 
@@ -31,10 +31,7 @@ def folder(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 
     path = build(request.param, tmp_path_factory.mktemp("source-models"))
     model = AutoModel.from_pretrained(path)
-    generator = torch.Generator().manual_seed(3)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.add_(0.2 * torch.randn(parameter.shape, generator=generator))
+    perturb(model, 3)
     model.save_pretrained(path)
     return path
 

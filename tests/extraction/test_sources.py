@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from probes.errors import ConfigError
-from tests.tiny_models import build, tiny_families
+from tests.tiny_models import build, perturb, tiny_families
 
 torch = pytest.importorskip("torch")
 
@@ -25,10 +25,7 @@ def tiny(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     name = request.param
     folder = build(name, tmp_path_factory.mktemp("sources"))
     model = AutoModel.from_pretrained(folder, attn_implementation="eager").eval()
-    generator = torch.Generator().manual_seed(7)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.add_(0.2 * torch.randn(parameter.shape, generator=generator))
+    perturb(model, 7)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     texts = ["the quick brown fox jumps over the lazy dog .", "a cat sat on the mat"]
     encoded = tokenizer(texts, return_tensors="pt", padding=True)
@@ -140,7 +137,7 @@ def test_gqa_query_heads_read_their_groups_values():
     pytest.importorskip("transformers")
     from transformers import LlamaConfig, LlamaModel
 
-    from probes.extraction.sources import SourceHooks, head_outputs
+    from probes.extraction.sources import SourceHooks
 
     torch.manual_seed(0)
     model = LlamaModel(LlamaConfig(vocab_size=50, hidden_size=32, intermediate_size=16, num_hidden_layers=1,
@@ -152,7 +149,7 @@ def test_gqa_query_heads_read_their_groups_values():
     with SourceHooks(model, "norm", [0]) as hooks, torch.no_grad():
         model(input_ids=ids, attention_mask=torch.ones_like(ids))
         values = hooks.values[0]  # (1, T, 4, 8)
-        moved = head_outputs(values, hooks._outputs[0])
+        moved = hooks.vectors(0)  # (1, 4, T, D): W_O^h v^h_j
     handle.remove()
     v = kept["v"].reshape(1, 9, 2, 8)
     for h, g in ((0, 0), (1, 0), (2, 1), (3, 1)):

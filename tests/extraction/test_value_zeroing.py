@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from probes.errors import ConfigError
-from tests.tiny_models import build, tiny_families
+from tests.tiny_models import build, perturb, tiny_families
 
 torch = pytest.importorskip("torch")
 
@@ -34,10 +34,7 @@ def tiny(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     name = request.param
     folder = build(name, tmp_path_factory.mktemp("value_zeroing"))
     model = AutoModel.from_pretrained(folder, attn_implementation="eager").eval()
-    generator = torch.Generator().manual_seed(11)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.add_(0.2 * torch.randn(parameter.shape, generator=generator))
+    perturb(model, 11)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     encoded = tokenizer(["the lazy dog sat on the mat .", "a cat"], return_tensors="pt", padding=True)
     assert encoded["attention_mask"][1].sum() < encoded["attention_mask"][0].sum()  # right padding in input 1
